@@ -1,0 +1,21 @@
+"""bridge-rag core: framework-neutral structures and strategies.
+
+The C++ structures (``CuckooFilter``, ``AbstractForest``, ``top_k_cosine``) live in the
+compiled module ``core._native`` and are re-exported here with Python conveniences.
+This package never imports LangChain or LlamaIndex.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from core.cuckoo import CuckooFilter
+from core.forest import AbstractForest
+from core.scoring import top_k_cosine
+
+try:
+    __version__ = version("bridge-rag")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
+    __version__ = "0.0.0"
+
+__all__ = ["AbstractForest", "CuckooFilter", "__version__", "top_k_cosine"]

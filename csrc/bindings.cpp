@@ -1,0 +1,401 @@
+// The one pybind11 file: exposes the header-only structures as core._native.
+// Converts arguments, releases the GIL around every loop, and hands results to numpy
+// without copying. No retrieval policy lives here.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "bridge/common.hpp"
+#include "bridge/cuckoo_filter.hpp"
+#include "bridge/forest.hpp"
+#include "bridge/scoring.hpp"
+
+namespace py = pybind11;
+using bridge::AbstractForest;
+using bridge::CuckooFilter;
+
+namespace {
+
+/// Moves a vector into a 1-D numpy array that owns it through a capsule (no copy).
+template <class T>
+py::array_t<T> to_numpy(std::vector<T>&& v) {
+    auto* heap = new std::vector<T>(std::move(v));
+    py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+    return py::array_t<T>({static_cast<py::ssize_t>(heap->size())}, {static_cast<py::ssize_t>(sizeof(T))},
+                          heap->data(), owner);
+}
+
+/// Borrowed UTF-8 views of a sequence of str; `keep` holds the sequence alive.
+std::vector<std::string_view> string_views(const py::handle& keys, py::object& keep) {
+    if (py::isinstance<py::str>(keys) || py::isinstance<py::bytes>(keys))
+        throw py::type_error("expected a sequence of str, got a single string; wrap it in a list");
+    keep = py::reinterpret_borrow<py::object>(keys);
+    if (!PyList_Check(keep.ptr()) && !PyTuple_Check(keep.ptr())) keep = py::list(keep);
+    PyObject* seq = keep.ptr();
+    const bool is_list = PyList_Check(seq);
+    const Py_ssize_t n = is_list ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
+    std::vector<std::string_view> out(static_cast<std::size_t>(n));
+    PyObject** items = is_list ? reinterpret_cast<PyListObject*>(seq)->ob_item
+                               : reinterpret_cast<PyTupleObject*>(seq)->ob_item;
+    constexpr Py_ssize_t ahead = 32;  // str objects may be scattered in memory: prefetch them
+    for (Py_ssize_t i = 0; i < n; ++i) {
+#if defined(__GNUC__) || defined(__clang__)
+        if (i + ahead < n) {
+            __builtin_prefetch(items[i + ahead]);
+            __builtin_prefetch(reinterpret_cast<const char*>(items[i + ahead]) + 64);
+        }
+#endif
+        PyObject* item = items[i];
+        if (!PyUnicode_Check(item))
+            throw py::type_error("item " + std::to_string(i) + " is " + std::string(Py_TYPE(item)->tp_name) +
+                                 ", expected str");
+        Py_ssize_t len = 0;
+        const char* p = PyUnicode_AsUTF8AndSize(item, &len);
+        if (p == nullptr) throw py::error_already_set();
+        out[static_cast<std::size_t>(i)] = std::string_view(p, static_cast<std::size_t>(len));
+    }
+    return out;
+}
+
+/// An integer array-like as int64, rejecting floats, bools and other non-integer dtypes.
+py::array_t<std::int64_t> int_array(const py::handle& obj, const char* what) {
+    py::module_ np = py::module_::import("numpy");
+    py::array arr = np.attr("asarray")(obj);
+    const char kind = arr.dtype().kind();
+    if (arr.size() == 0) return py::array_t<std::int64_t>(0);
+    if (kind != 'i' && kind != 'u')
+        throw py::type_error(std::string(what) + " must be integers, got dtype " +
+                             py::str(arr.dtype()).cast<std::string>());
+    if (arr.ndim() != 1) throw py::value_error(std::string(what) + " must be one-dimensional");
+    return py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(arr);
+}
+
+std::vector<std::uint32_t> id_vector(const py::handle& obj, const char* what) {
+    auto arr = int_array(obj, what);
+    auto r = arr.unchecked<1>();
+    std::vector<std::uint32_t> out(static_cast<std::size_t>(arr.size()));
+    for (py::ssize_t i = 0; i < arr.size(); ++i) {
+        if (r(i) < 0 || r(i) > 0xfffffffeLL)
+            throw py::value_error(std::string(what) + " must be in [0, 2^32 - 2], got " + std::to_string(r(i)));
+        out[static_cast<std::size_t>(i)] = static_cast<std::uint32_t>(r(i));
+    }
+    return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_native, m) {
+    m.doc() = "C++ core of bridge-rag: cuckoo filter, abstract forest, candidate scoring.";
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const bridge::FormatError& e) {
+            PyErr_SetString(PyExc_ValueError, e.what());
+        } catch (const std::length_error& e) {
+            PyErr_SetString(PyExc_ValueError, e.what());
+        }
+    });
+
+    m.def(
+        "hash_bytes",
+        [](const py::bytes& data, std::uint64_t seed) {
+            std::string_view v = data;
+            return bridge::hash_bytes(v.data(), v.size(), seed);
+        },
+        py::arg("data"), py::arg("seed") = 0, "Seeded 64-bit hash of bytes (the checksum function of the formats).");
+    m.def("hash_string", [](std::string_view s, std::uint64_t seed) { return bridge::hash_string(s, seed); },
+          py::arg("text"), py::arg("seed") = 0, "Seeded 64-bit hash used by the filter (deterministic across runs).");
+
+    // ------------------------------------------------------------------ CuckooFilter
+    py::class_<CuckooFilter>(m, "CuckooFilter")
+        .def(py::init([](unsigned fingerprint_bits, std::size_t capacity, unsigned max_kicks,
+                         std::uint64_t reorder_every, std::uint64_t seed) {
+                 bridge::CuckooOptions o;
+                 o.fingerprint_bits = fingerprint_bits;
+                 o.capacity = capacity;
+                 o.max_kicks = max_kicks;
+                 o.reorder_every = reorder_every;
+                 o.seed = seed;
+                 return std::make_unique<CuckooFilter>(o);
+             }),
+             py::kw_only(), py::arg("fingerprint_bits") = 12, py::arg("capacity") = 1024, py::arg("max_kicks") = 500,
+             py::arg("reorder_every") = 100000, py::arg("seed") = bridge::CuckooOptions().seed)
+        .def(
+            "insert",
+            [](CuckooFilter& f, std::string_view key, const py::handle& ids) {
+                auto v = id_vector(ids, "ids");
+                py::gil_scoped_release nogil;
+                return f.insert(key, v.data(), v.size());
+            },
+            py::arg("entity"), py::arg("ids"))
+        .def(
+            "insert_many",
+            [](CuckooFilter& f, const py::handle& keys, const py::handle& offsets, const py::handle& ids) {
+                py::object keep;
+                auto views = string_views(keys, keep);
+                auto off = int_array(offsets, "offsets");
+                auto v = id_vector(ids, "ids");
+                if (static_cast<std::size_t>(off.size()) != views.size() + 1)
+                    throw py::value_error("offsets must have len(entities) + 1 items");
+                auto o = off.unchecked<1>();
+                for (py::ssize_t i = 0; i < off.size(); ++i)
+                    if (o(i) < 0 || o(i) > static_cast<std::int64_t>(v.size()) || (i > 0 && o(i) < o(i - 1)))
+                        throw py::value_error("offsets must be non-decreasing and within ids");
+                std::size_t added = 0;
+                py::gil_scoped_release nogil;
+                for (std::size_t i = 0; i < views.size(); ++i)
+                    added += f.insert(views[i], v.data() + o(static_cast<py::ssize_t>(i)),
+                                      static_cast<std::size_t>(o(static_cast<py::ssize_t>(i) + 1) -
+                                                               o(static_cast<py::ssize_t>(i))));
+                return added;
+            },
+            py::arg("entities"), py::arg("offsets"), py::arg("ids"))
+        .def(
+            "remove",
+            [](CuckooFilter& f, std::string_view key) {
+                py::gil_scoped_release nogil;
+                return f.remove(key);
+            },
+            py::arg("entity"))
+        .def(
+            "remove_ids",
+            [](CuckooFilter& f, std::string_view key, const py::handle& ids) {
+                auto v = id_vector(ids, "ids");
+                py::gil_scoped_release nogil;
+                return f.remove_ids(key, v.data(), v.size());
+            },
+            py::arg("entity"), py::arg("ids"))
+        .def(
+            "lookup",
+            [](CuckooFilter& f, std::string_view key, bool touch) -> py::object {
+                std::vector<std::uint32_t> out;
+                if (!f.lookup(key, out, touch)) return py::none();
+                py::list l(out.size());
+                for (std::size_t i = 0; i < out.size(); ++i) l[i] = py::int_(out[i]);
+                return std::move(l);
+            },
+            py::arg("entity"), py::arg("touch") = true)
+        .def(
+            "lookup_many",
+            [](CuckooFilter& f, const py::handle& keys, bool touch) {
+                py::object keep;
+                auto views = string_views(keys, keep);
+                std::vector<std::int64_t> offsets;
+                std::vector<std::uint32_t> ids;
+                {
+                    py::gil_scoped_release nogil;
+                    f.lookup_many(views.data(), views.size(), offsets, ids, touch);
+                }
+                return py::make_tuple(to_numpy(std::move(offsets)), to_numpy(std::move(ids)));
+            },
+            py::arg("entities"), py::arg("touch") = true)
+        .def("contains", &CuckooFilter::contains, py::arg("entity"))
+        .def("__contains__",
+             [](const CuckooFilter& f, const py::handle& key) {
+                 return py::isinstance<py::str>(key) && f.contains(key.cast<std::string>());
+             })
+        .def("fingerprint_match", &CuckooFilter::fingerprint_match, py::arg("entity"))
+        .def("temperature", &CuckooFilter::temperature, py::arg("entity"))
+        .def("reorder", &CuckooFilter::reorder, py::call_guard<py::gil_scoped_release>())
+        .def("__len__", &CuckooFilter::size)
+        .def("load_factor", &CuckooFilter::load_factor)
+        .def("memory_bytes", [](const CuckooFilter& f) { return f.memory().total(); })
+        .def("memory_breakdown",
+             [](const CuckooFilter& f) {
+                 auto mem = f.memory();
+                 py::dict d;
+                 d["fingerprint_table"] = mem.fingerprint_table;
+                 d["slot_refs"] = mem.slot_refs;
+                 d["entry_records"] = mem.entry_records;
+                 d["id_lists"] = mem.id_lists;
+                 d["total"] = mem.total();
+                 return d;
+             })
+        .def("stats",
+             [](const CuckooFilter& f) {
+                 auto st = f.stats();
+                 py::dict d;
+                 d["lookups"] = st.lookups;
+                 d["hits"] = st.hits;
+                 d["fingerprint_false_positives"] = st.fingerprint_false_positives;
+                 d["reorders"] = f.reorders();
+                 return d;
+             })
+        .def("entries",
+             [](const CuckooFilter& f) {
+                 py::list out;
+                 f.for_each_entry([&](std::uint64_t h, std::uint64_t t, const std::uint32_t* p, std::uint32_t n) {
+                     out.append(py::make_tuple(h, t, std::vector<std::uint32_t>(p, p + n)));
+                 });
+                 return out;
+             })
+        .def_property_readonly("num_buckets", &CuckooFilter::num_buckets)
+        .def_property_readonly("fingerprint_bits", &CuckooFilter::fingerprint_bits)
+        .def_property_readonly("max_kicks", &CuckooFilter::max_kicks)
+        .def_property_readonly("reorder_every", &CuckooFilter::reorder_every)
+        .def_property_readonly("seed", &CuckooFilter::seed)
+        .def("to_bytes",
+             [](const CuckooFilter& f) {
+                 std::string s;
+                 {
+                     py::gil_scoped_release nogil;
+                     s = f.to_bytes();
+                 }
+                 return py::bytes(s);
+             })
+        .def(
+            "_restore",
+            [](CuckooFilter& f, const py::bytes& data) {
+                std::string_view v = data;
+                py::gil_scoped_release nogil;
+                f.load_bytes(v.data(), v.size());
+            },
+            py::arg("data"));
+
+    // ------------------------------------------------------------------ AbstractForest
+    py::class_<AbstractForest>(m, "AbstractForest")
+        .def(py::init<>())
+        .def(
+            "add_nodes",
+            [](AbstractForest& f, const py::handle& levels, const py::handle& begins, const py::handle& ends,
+               const py::handle& parents) {
+                auto lv = int_array(levels, "levels");
+                auto b = id_vector(begins, "chunk_begin");
+                auto e = id_vector(ends, "chunk_end");
+                auto p = int_array(parents, "parents");
+                const auto n = static_cast<std::size_t>(lv.size());
+                if (b.size() != n || e.size() != n || static_cast<std::size_t>(p.size()) != n)
+                    throw py::value_error("levels, chunk_begin, chunk_end and parents must have the same length");
+                std::vector<std::int32_t> l32(n);
+                auto lr = lv.unchecked<1>();
+                for (std::size_t i = 0; i < n; ++i) {
+                    if (lr(static_cast<py::ssize_t>(i)) < 0 || lr(static_cast<py::ssize_t>(i)) > INT32_MAX)
+                        throw py::value_error("levels must be in [0, 2^31)");
+                    l32[i] = static_cast<std::int32_t>(lr(static_cast<py::ssize_t>(i)));
+                }
+                const std::int64_t* pp = p.data();
+                py::gil_scoped_release nogil;
+                return f.add_nodes(l32.data(), b.data(), e.data(), pp, n);
+            },
+            py::arg("levels"), py::arg("chunk_begin"), py::arg("chunk_end"), py::arg("parents"))
+        .def(
+            "set_parents",
+            [](AbstractForest& f, const py::handle& nodes, const py::handle& parents) {
+                auto nv = id_vector(nodes, "nodes");
+                auto p = int_array(parents, "parents");
+                if (static_cast<std::size_t>(p.size()) != nv.size())
+                    throw py::value_error("nodes and parents must have the same length");
+                const std::int64_t* pp = p.data();
+                py::gil_scoped_release nogil;
+                f.set_parents(nv.data(), pp, nv.size());
+            },
+            py::arg("nodes"), py::arg("parents"))
+        .def(
+            "expand",
+            [](const AbstractForest& f, const py::handle& seeds, int depth) {
+                auto s = id_vector(seeds, "node_ids");
+                std::vector<std::uint32_t> nodes;
+                std::vector<std::int32_t> dist;
+                {
+                    py::gil_scoped_release nogil;
+                    f.expand(s.data(), s.size(), depth, nodes, dist);
+                }
+                return py::make_tuple(to_numpy(std::move(nodes)), to_numpy(std::move(dist)));
+            },
+            py::arg("node_ids"), py::arg("depth"))
+        .def(
+            "chunk_ids",
+            [](const AbstractForest& f, const py::handle& nodes) {
+                auto s = id_vector(nodes, "node_ids");
+                std::vector<std::uint32_t> out;
+                {
+                    py::gil_scoped_release nogil;
+                    f.chunk_ids(s.data(), s.size(), out);
+                }
+                return to_numpy(std::move(out));
+            },
+            py::arg("node_ids"))
+        .def("__len__", &AbstractForest::size)
+        .def("parent", &AbstractForest::parent, py::arg("node"))
+        .def("level", &AbstractForest::level, py::arg("node"))
+        .def("chunk_range", &AbstractForest::chunk_range, py::arg("node"))
+        .def("children", [](const AbstractForest& f, std::uint32_t v) { return to_numpy(f.children(v)); },
+             py::arg("node"))
+        .def("arrays",
+             [](const AbstractForest& f) {
+                 std::vector<std::int32_t> parent, level;
+                 std::vector<std::uint32_t> begin, end;
+                 f.arrays(parent, level, begin, end);
+                 py::dict d;
+                 d["parent"] = to_numpy(std::move(parent));
+                 d["level"] = to_numpy(std::move(level));
+                 d["chunk_begin"] = to_numpy(std::move(begin));
+                 d["chunk_end"] = to_numpy(std::move(end));
+                 return d;
+             })
+        .def("memory_bytes", &AbstractForest::memory_bytes)
+        .def("to_bytes",
+             [](const AbstractForest& f) {
+                 std::string s;
+                 {
+                     py::gil_scoped_release nogil;
+                     s = f.to_bytes();
+                 }
+                 return py::bytes(s);
+             })
+        .def(
+            "_restore",
+            [](AbstractForest& f, const py::bytes& data) {
+                std::string_view v = data;
+                py::gil_scoped_release nogil;
+                f.load_bytes(v.data(), v.size());
+            },
+            py::arg("data"));
+
+    // ------------------------------------------------------------------ scoring
+    m.def(
+        "top_k_cosine",
+        [](const py::handle& query, const py::handle& matrix, const py::handle& candidate_ids, long long k) {
+            if (!py::isinstance<py::array>(matrix)) throw py::type_error("matrix must be a numpy array");
+            py::array mat = py::reinterpret_borrow<py::array>(matrix);
+            if (mat.ndim() != 2) throw py::value_error("matrix must be two-dimensional (rows x dim)");
+            if (!mat.dtype().is(py::dtype::of<float>()) || !(mat.flags() & py::array::c_style))
+                throw py::type_error(
+                    "matrix must be a C-contiguous float32 array (np.ascontiguousarray(m, dtype=np.float32)); "
+                    "it is read in place, never copied");
+            if (k < 0) throw py::value_error("k must be >= 0, got " + std::to_string(k));
+            const auto n_rows = static_cast<std::size_t>(mat.shape(0));
+            const auto dim = static_cast<std::size_t>(mat.shape(1));
+            auto q = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(query);
+            if (!q) throw py::type_error("query must be a float array");
+            if (q.ndim() != 1 || static_cast<std::size_t>(q.size()) != dim)
+                throw py::value_error("query must be one-dimensional with " + std::to_string(dim) +
+                                      " values (the matrix width), got shape of size " + std::to_string(q.size()));
+            auto cand = int_array(candidate_ids, "candidate_ids");
+            const float* mp = static_cast<const float*>(mat.data());
+            const float* qp = q.data();
+            const std::int64_t* cp = cand.data();
+            const auto m_cand = static_cast<std::size_t>(cand.size());
+            std::vector<std::pair<std::uint32_t, float>> top;
+            {
+                py::gil_scoped_release nogil;
+                top = bridge::top_k_cosine(qp, mp, n_rows, dim, cp, m_cand, static_cast<std::size_t>(k));
+            }
+            std::vector<std::int64_t> ids(top.size());
+            std::vector<float> scores(top.size());
+            for (std::size_t i = 0; i < top.size(); ++i) {
+                ids[i] = top[i].first;
+                scores[i] = top[i].second;
+            }
+            return py::make_tuple(to_numpy(std::move(ids)), to_numpy(std::move(scores)));
+        },
+        py::arg("query"), py::arg("matrix"), py::arg("candidate_ids"), py::arg("k"),
+        "Top-k cosine of `query` against `matrix[candidate_ids]` (rows L2-normalised). Returns (ids, scores).");
+}

@@ -1,0 +1,143 @@
+// Shared pieces of the bridge-rag C++ core: a seeded 64-bit hash and a
+// little-endian byte writer/reader used by every serialised structure.
+//
+// Header-only C++17; no Python here.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bridge {
+
+/// Thrown for any malformed, truncated or corrupted serialised buffer.
+class FormatError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/// splitmix64 finaliser: a bijective 64-bit mixer with good avalanche.
+inline std::uint64_t mix64(std::uint64_t x) noexcept {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+inline std::uint64_t load_le64(const unsigned char* p) noexcept {
+    std::uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+    return v;
+}
+
+/// Seeded 64-bit hash of a byte string. Deterministic across platforms
+/// (reads bytes as little-endian words), so serialised tables stay portable.
+inline std::uint64_t hash_bytes(const void* data, std::size_t len, std::uint64_t seed) noexcept {
+    const auto* p = static_cast<const unsigned char*>(data);
+    std::uint64_t h = mix64(seed ^ (0x9e3779b97f4a7c15ULL * (len + 1)));
+    std::size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        h = (h ^ mix64(load_le64(p + i))) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 29;
+    }
+    std::uint64_t tail = 0;
+    for (std::size_t j = len; j > i; --j) tail = (tail << 8) | p[j - 1];
+    h = (h ^ mix64(tail ^ 0xc4ceb9fe1a85ec53ULL)) * 0xff51afd7ed558ccdULL;
+    return mix64(h);
+}
+
+inline std::uint64_t hash_string(std::string_view s, std::uint64_t seed) noexcept {
+    return hash_bytes(s.data(), s.size(), seed);
+}
+
+/// Appends little-endian values to a byte buffer.
+class ByteWriter {
+public:
+    void u8(std::uint8_t v) { buf_.push_back(static_cast<char>(v)); }
+    void u16(std::uint16_t v) { put(v, 2); }
+    void u32(std::uint32_t v) { put(v, 4); }
+    void u64(std::uint64_t v) { put(v, 8); }
+    void i32(std::int32_t v) { put(static_cast<std::uint32_t>(v), 4); }
+    void f32(float v) {
+        std::uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        put(bits, 4);
+    }
+    void raw(const char* p, std::size_t n) { buf_.append(p, n); }
+    /// Appends a checksum of everything written so far and returns the buffer.
+    std::string finish(std::uint64_t checksum_seed) {
+        u64(hash_bytes(buf_.data(), buf_.size(), checksum_seed));
+        return std::move(buf_);
+    }
+    std::size_t size() const noexcept { return buf_.size(); }
+
+private:
+    void put(std::uint64_t v, int n) {
+        for (int i = 0; i < n; ++i) buf_.push_back(static_cast<char>((v >> (8 * i)) & 0xffU));
+    }
+    std::string buf_;
+};
+
+/// Reads little-endian values with bounds checks; every failure is a FormatError.
+class ByteReader {
+public:
+    ByteReader(const char* data, std::size_t len) : p_(reinterpret_cast<const unsigned char*>(data)), len_(len) {}
+
+    /// Verifies the trailing checksum and the magic/version header.
+    void check_envelope(const char magic[4], std::uint32_t version, std::uint64_t checksum_seed, const char* what) {
+        if (len_ < 16) throw FormatError(std::string(what) + ": buffer too short (" + std::to_string(len_) + " bytes)");
+        const std::size_t body = len_ - 8;
+        const std::uint64_t stored = load_le64(p_ + body);
+        if (hash_bytes(p_, body, checksum_seed) != stored)
+            throw FormatError(std::string(what) + ": checksum mismatch (truncated or corrupted data)");
+        len_ = body;
+        if (std::memcmp(p_, magic, 4) != 0) throw FormatError(std::string(what) + ": bad magic bytes (not a " + what + " buffer)");
+        pos_ = 4;
+        const std::uint32_t v = u32();
+        if (v != version)
+            throw FormatError(std::string(what) + ": unsupported format version " + std::to_string(v) +
+                              " (this build reads version " + std::to_string(version) + ")");
+    }
+    std::uint8_t u8() { need(1); return p_[pos_++]; }
+    std::uint16_t u16() { return static_cast<std::uint16_t>(get(2)); }
+    std::uint32_t u32() { return static_cast<std::uint32_t>(get(4)); }
+    std::uint64_t u64() { return get(8); }
+    std::int32_t i32() { return static_cast<std::int32_t>(static_cast<std::uint32_t>(get(4))); }
+    float f32() {
+        const auto bits = static_cast<std::uint32_t>(get(4));
+        float v;
+        std::memcpy(&v, &bits, 4);
+        return v;
+    }
+    /// Checks that `count` items of `item_size` bytes remain, before allocating for them.
+    void need_items(std::uint64_t count, std::size_t item_size) const {
+        if (item_size != 0 && count > (len_ - pos_) / item_size)
+            throw FormatError("declared element count exceeds the buffer (truncated or corrupted data)");
+    }
+    void expect_end() const {
+        if (pos_ != len_) throw FormatError("trailing bytes after the declared content");
+    }
+
+private:
+    void need(std::size_t n) const {
+        if (n > len_ - pos_) throw FormatError("unexpected end of data (truncated buffer)");
+    }
+    std::uint64_t get(int n) {
+        need(static_cast<std::size_t>(n));
+        std::uint64_t v = 0;
+        for (int i = n - 1; i >= 0; --i) v = (v << 8) | p_[pos_ + static_cast<std::size_t>(i)];
+        pos_ += static_cast<std::size_t>(n);
+        return v;
+    }
+    const unsigned char* p_;
+    std::size_t len_;
+    std::size_t pos_ = 0;
+};
+
+}  // namespace bridge

@@ -1,0 +1,3 @@
+"""LangChain adapters for bridge-rag strategies."""
+
+__all__: list[str] = []

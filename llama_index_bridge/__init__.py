@@ -1,0 +1,3 @@
+"""LlamaIndex adapters for bridge-rag strategies."""
+
+__all__: list[str] = []
