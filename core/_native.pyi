@@ -20,7 +20,7 @@ class CuckooFilter:
         fingerprint_bits: int = 12,
         capacity: int = 1024,
         max_kicks: int = 500,
-        reorder_every: int = 100000,
+        reorder_every: int = 1000000,
         seed: int = ...,
     ) -> None: ...
     def insert(self, entity: str, ids: _Ints) -> bool: ...

@@ -41,7 +41,8 @@ class CuckooFilter(SerializableMixin, _native.CuckooFilter):
         fingerprint_bits: Significant fingerprint bits, 8-16 (default 12).
         capacity: Expected number of entities; sizes the first table (default 1024).
         max_kicks: Evictions tried before the table grows (default 500).
-        reorder_every: Lookups between automatic reorders; 0 = never (default 100000).
+        reorder_every: Lookups between automatic reorders; 0 = never (default 1,000,000). A
+            reorder reads every entry once, so keep it well above the number of entities.
         seed: Hash and eviction seed; same seed and same operations give the same bytes.
     """
 

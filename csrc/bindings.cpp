@@ -126,7 +126,7 @@ PYBIND11_MODULE(_native, m) {
                  return std::make_unique<CuckooFilter>(o);
              }),
              py::kw_only(), py::arg("fingerprint_bits") = 12, py::arg("capacity") = 1024, py::arg("max_kicks") = 500,
-             py::arg("reorder_every") = 100000, py::arg("seed") = bridge::CuckooOptions().seed)
+             py::arg("reorder_every") = 1000000, py::arg("seed") = bridge::CuckooOptions().seed)
         .def(
             "insert",
             [](CuckooFilter& f, std::string_view key, const py::handle& ids) {

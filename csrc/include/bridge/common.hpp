@@ -6,13 +6,59 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 namespace bridge {
+
+/// Allocator for large, randomly accessed tables: blocks of 2 MiB or more are 2 MiB-aligned
+/// and, on Linux, marked for transparent huge pages, which cuts TLB misses on random probes.
+/// Smaller blocks use the standard allocator.
+template <class T>
+struct HugePageAllocator {
+    using value_type = T;
+    static constexpr std::size_t kHuge = std::size_t{1} << 21;
+
+    HugePageAllocator() noexcept = default;
+    template <class U>
+    HugePageAllocator(const HugePageAllocator<U>&) noexcept {}
+
+    T* allocate(std::size_t n) {
+        const std::size_t bytes = n * sizeof(T);
+        if (bytes < kHuge) return std::allocator<T>().allocate(n);
+        const std::size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+        void* p = std::aligned_alloc(kHuge, rounded);
+        if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+        madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+        return static_cast<T*>(p);
+    }
+    void deallocate(T* p, std::size_t n) noexcept {
+        if (n * sizeof(T) < kHuge) {
+            std::allocator<T>().deallocate(p, n);
+        } else {
+            std::free(p);
+        }
+    }
+    template <class U>
+    bool operator==(const HugePageAllocator<U>&) const noexcept { return true; }
+    template <class U>
+    bool operator!=(const HugePageAllocator<U>&) const noexcept { return false; }
+};
+
+template <class T>
+using huge_vector = std::vector<T, HugePageAllocator<T>>;
 
 /// Thrown for any malformed, truncated or corrupted serialised buffer.
 class FormatError : public std::runtime_error {

@@ -37,7 +37,7 @@ struct CuckooOptions {
     unsigned fingerprint_bits = 12;    ///< 8..16
     std::size_t capacity = 1024;       ///< expected entities; sizes the first table
     unsigned max_kicks = 500;          ///< bounded eviction before the table grows
-    std::uint64_t reorder_every = 100000;  ///< automatic reorder after this many lookups; 0 = never
+    std::uint64_t reorder_every = 1000000;  ///< automatic reorder after this many lookups; 0 = never
     std::uint64_t seed = 0x62726964676572ULL;  ///< hash and eviction seed
 };
 
@@ -144,7 +144,7 @@ public:
     void lookup_many(const std::string_view* keys, std::size_t n, std::vector<std::int64_t>& offsets,
                      std::vector<std::uint32_t>& ids, bool touch = true) {
         offsets.assign(n + 1, 0);
-        ids.reserve(n);
+        ids.reserve(2 * n);
         std::uint64_t hits = 0, fps = 0, every = 0;
         {
             std::shared_lock<std::shared_mutex> lock(mu_);
@@ -166,20 +166,23 @@ public:
                     cand[j] = first_fp_match(hs[j], b1s[j], b2s[j]);
                     if (cand[j] != kEmpty) prefetch(&s_.ent[cand[j]]);
                 }
-                for (std::size_t j = 0; j < m; ++j) {  // stage 3: verify the full hash, emit ids
+                for (std::size_t j = 0; j < m; ++j) {  // stage 3: verify the full hash, prefetch id lists
                     std::uint32_t e = cand[j];
                     if (e != kEmpty && s_.ent[e].hash != hs[j]) {
                         const std::size_t slot = probe(hs[j], fps);  // rare: fingerprint collision
                         e = slot == npos ? kEmpty : entry_at(slot);
                     }
-                    if (e != kEmpty) {
-                        emit(e, ids, false);
+                    if (e != kEmpty && s_.ent[e].len > 1) prefetch(s_.arena.data() + s_.ent[e].off);
+                    cand[j] = e;
+                }
+                for (std::size_t j = 0; j < m; ++j) {  // stage 4: emit ids
+                    if (cand[j] != kEmpty) {
+                        emit(cand[j], ids, false);
                         ++hits;
                     }
-                    cand[j] = e;
                     offsets[base + j + 1] = static_cast<std::int64_t>(ids.size());
                 }
-                // stage 4: temperatures. The locked increments come after the block's loads,
+                // stage 5: temperatures. The locked increments come after the block's loads,
                 // so they do not stall the prefetched reads above.
                 if (touch)
                     for (std::size_t j = 0; j < m; ++j)
@@ -231,7 +234,7 @@ public:
         CuckooMemory m;
         m.fingerprint_table = s_.nb * kSlots * sizeof(std::uint16_t);
         m.slot_refs = s_.nb * kSlots * sizeof(std::uint32_t);
-        m.entry_records = s_.ent_cap * sizeof(Entry) + s_.alive.capacity() + s_.free.capacity() * 4;
+        m.entry_records = s_.ent.capacity() * sizeof(Entry) + s_.alive.capacity() + s_.free.capacity() * 4;
         m.id_lists = s_.arena.capacity() * sizeof(std::uint32_t);
         return m;
     }
@@ -315,26 +318,37 @@ private:
     /// An entity's record. A one-id list is stored inline in `off` (no arena access).
     struct Entry {
         std::uint64_t hash = 0;
-        std::atomic<std::uint64_t> temp{0};
+        mutable std::atomic<std::uint64_t> temp{0};  // bumped by lookups under the shared lock
         std::uint32_t off = 0;
         std::uint32_t len = 0;
+
+        Entry() = default;
+        // Copies happen only while the table is held exclusively (growth, loading).
+        Entry(const Entry& o) : hash(o.hash), temp(o.temp.load(std::memory_order_relaxed)), off(o.off), len(o.len) {}
+        Entry& operator=(const Entry& o) {
+            hash = o.hash;
+            temp.store(o.temp.load(std::memory_order_relaxed), std::memory_order_relaxed);
+            off = o.off;
+            len = o.len;
+            return *this;
+        }
     };
 
     struct State {
         unsigned fp_bits = 12;
         std::uint16_t fp_mask = 0xfff;
         unsigned max_kicks = 500;
-        std::uint64_t reorder_every = 100000;
+        std::uint64_t reorder_every = 1000000;
         std::uint64_t seed = 0;
         std::uint64_t rng = 1;
         std::size_t nb = 1;  // buckets, a power of two
         std::size_t live = 0;
-        std::vector<Bucket> buckets;
-        std::unique_ptr<Entry[]> ent;
-        std::size_t n_ent = 0, ent_cap = 0;
+        huge_vector<Bucket> buckets;
+        huge_vector<Entry> ent;
+        std::size_t n_ent = 0;
         std::vector<std::uint8_t> alive;
         std::vector<std::uint32_t> free;
-        std::vector<std::uint32_t> arena;
+        huge_vector<std::uint32_t> arena;
         std::size_t garbage = 0;  // arena words no longer referenced
     };
 
@@ -430,10 +444,10 @@ private:
         return slot == npos ? kEmpty : entry_at(slot);
     }
     void emit(std::uint32_t e, std::vector<std::uint32_t>& out, bool touch) const {
-        Entry& r = s_.ent[e];
+        const Entry& r = s_.ent[e];
         if (touch) r.temp.fetch_add(1, std::memory_order_relaxed);
         const std::uint32_t* p = ids_of(r);
-        out.insert(out.end(), p, p + r.len);
+        for (std::uint32_t i = 0; i < r.len; ++i) out.push_back(p[i]);  // lists are short: no memmove call
     }
 
     void record(std::uint64_t n, std::uint64_t hits, std::uint64_t fps) {
@@ -453,7 +467,11 @@ private:
 
     void reorder_locked() {
         std::uint32_t order[kSlots];
+        constexpr std::size_t ahead = 8;  // prefetch the entries of bucket b + ahead
         for (std::size_t b = 0; b < s_.nb; ++b) {
+            if (b + ahead < s_.nb)
+                for (std::size_t i = 0; i < kSlots; ++i)
+                    if (s_.buckets[b + ahead].entry[i] != kEmpty) prefetch(&s_.ent[s_.buckets[b + ahead].entry[i]]);
             Bucket& bk = s_.buckets[b];
             std::size_t m = 0;
             for (std::size_t i = 0; i < kSlots; ++i)
@@ -473,17 +491,7 @@ private:
     }
 
     static void grow_entries(State& t, std::size_t need) {
-        if (need <= t.ent_cap) return;
-        const std::size_t cap = std::max<std::size_t>(16, std::max(need, t.ent_cap * 2));
-        std::unique_ptr<Entry[]> fresh(new Entry[cap]);
-        for (std::size_t i = 0; i < t.n_ent; ++i) {
-            fresh[i].hash = t.ent[i].hash;
-            fresh[i].temp.store(t.ent[i].temp.load(std::memory_order_relaxed), std::memory_order_relaxed);
-            fresh[i].off = t.ent[i].off;
-            fresh[i].len = t.ent[i].len;
-        }
-        t.ent = std::move(fresh);
-        t.ent_cap = cap;
+        if (need > t.ent.size()) t.ent.resize(std::max<std::size_t>(16, std::max(need, t.ent.size() * 2)));
     }
     std::uint32_t alloc_entry(std::uint64_t h) {
         std::uint32_t idx;
@@ -548,7 +556,7 @@ private:
         if (s_.garbage > 4096 && s_.garbage * 2 > s_.arena.size()) compact();
     }
     void compact() {
-        std::vector<std::uint32_t> fresh;
+        huge_vector<std::uint32_t> fresh;
         fresh.reserve(s_.arena.size() - s_.garbage);
         for (std::uint32_t e = 0; e < s_.n_ent; ++e) {
             Entry& r = s_.ent[e];

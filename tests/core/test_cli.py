@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.cli import main
+
+
+def test_bench_filter_prints_figures_and_ratios(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "bf.json"
+    assert main(["bench-filter", "--sizes", "2000,3000", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "| 2,000 |" in text
+    assert "filter/dict batch" in text
+    rows = json.loads(out.read_text())
+    assert [r["entities"] for r in rows] == [2000, 3000]
+    assert all(r["wrong_lists"] == 0 for r in rows)
+    assert all(r["filter_batch_lookups"] > 0 for r in rows)
+    assert all(r["bfs_lookups"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize("sizes", ["0", "abc", "-5", ""])
+def test_bench_filter_rejects_bad_sizes(sizes: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit) as exc:
+        main(["bench-filter", "--sizes", sizes])
+    assert exc.value.code == 2
+    assert "integers" in capsys.readouterr().err
+
+
+def test_unknown_command_exits_2(capsys) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit) as exc:
+        main(["frobnicate"])
+    assert exc.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
