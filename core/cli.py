@@ -31,6 +31,39 @@ def _cmd_bench_filter(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    import json
+
+    from core.bridge_benchmark import run_bridge_benchmark
+
+    out = run_bridge_benchmark(args.dataset, depths=args.depths, seed=args.seed, sample=args.sample)
+    print(
+        f"\n{out['dataset']}: {out['questions']} questions, {out['passages']:,} passages indexed "
+        "one document "
+        f"each in shuffled order (seed {out['seed']}); embedder {out['embedder']}\n"
+    )
+    print(out["table"])
+    b = out["build"]
+    print(
+        f"\nbuild: Bridge {b['bridge_build_s']:.1f} s; "
+        f"embedding the corpus once {b['embed_corpus_once_s']:.1f} s; "
+        f"ratio {b['build_over_embed']:.2f}x"
+    )
+    print("build steps (s): " + ", ".join(f"{k} {v:.1f}" for k, v in b["steps_s"].items()))
+    print("index: " + ", ".join(f"{k} {v:,}" for k, v in b["counts"].items()))
+    if args.out:
+        Path(args.out).write_text(json.dumps({k: v for k, v in out.items() if k != "table"}, indent=2) + "\n")
+        print(f"\nwrote {args.out}")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from core.demo import run_demo
+
+    run_demo(persist_directory=args.persist, k=args.k, depth=args.depth)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command."""
     parser = argparse.ArgumentParser(
@@ -51,6 +84,33 @@ def build_parser() -> argparse.ArgumentParser:
     bf.add_argument("--seed", type=int, default=0, help="seed for the synthetic entities (default 0)")
     bf.add_argument("--out", help="also write the figures as JSON to this file")
     bf.set_defaults(func=_cmd_bench_filter)
+
+    demo = sub.add_parser(
+        "demo",
+        help="build a Bridge-RAG index over the bundled demo corpus and answer a few questions",
+        description="Build a Bridge-RAG index in an embedded Chroma over the bundled demo corpus and show, "
+        "for a few questions, the retrieved chunks with their entity -> abstract path and the time "
+        "per query.",
+    )
+    demo.add_argument("--persist", help="keep the index in this directory (default: a temporary one)")
+    demo.add_argument("--k", type=int, default=3, help="chunks per question (default 3)")
+    demo.add_argument("--depth", type=int, default=2, help="expansion depth (default 2)")
+    demo.set_defaults(func=_cmd_demo)
+
+    bench = sub.add_parser(
+        "bench",
+        help="benchmark dense retrieval and Bridge-RAG on a dataset directory",
+        description="Benchmark dense retrieval and Bridge-RAG (several depths) on DATASET_DIR "
+        "(corpus.jsonl + questions.jsonl), in one run over the same Chroma collection.",
+    )
+    bench.add_argument("dataset", help="dataset directory, e.g. ../shared/data/musique")
+    bench.add_argument(
+        "--depths", type=_positive_ints, default=[1, 2, 3], help="Bridge depths (default 1,2,3)"
+    )
+    bench.add_argument("--seed", type=int, default=0, help="corpus shuffle seed (default 0)")
+    bench.add_argument("--sample", type=int, default=None, help="use a seeded sample of N questions")
+    bench.add_argument("--out", help="also write the figures as JSON to this file")
+    bench.set_defaults(func=_cmd_bench)
     return parser
 
 

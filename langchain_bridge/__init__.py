@@ -1,3 +1,5 @@
 """LangChain adapters for bridge-rag strategies."""
 
-__all__: list[str] = []
+from langchain_bridge.retrievers import StrategyRetriever, from_langchain_document, to_langchain_document
+
+__all__ = ["StrategyRetriever", "from_langchain_document", "to_langchain_document"]

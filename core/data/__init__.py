@@ -1,0 +1,1 @@
+"""Data files shipped with bridge-rag (the offline demo corpus and its questions)."""

@@ -1,0 +1,667 @@
+"""``ChunkStore``: the project's one door to Chroma.
+
+Chroma is the source of truth for chunk text, metadata and embeddings; every strategy reads
+and writes chunks through this class, so validation (ids, embedding shapes, metadata types)
+happens in one place and with messages that say what to fix.
+
+Embeddings are always passed explicitly: collections are opened with
+``embedding_function=None``, so Chroma's default embedding function (which downloads a
+model) never runs. Clients are created with anonymized telemetry off.
+
+Example:
+    >>> store = ChunkStore.ephemeral("doc_example")  # doctest: +SKIP
+    >>> store.add(["a"], ["hello"], np.ones((1, 4), np.float32), [{"doc_id": "d"}])  # doctest: +SKIP
+    >>> store.query(np.ones(4, np.float32), k=1)  # doctest: +SKIP
+    [('a', 1.0, 'hello', {'doc_id': 'd'})]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from tqdm.auto import tqdm
+
+__all__ = ["DEFAULT_HNSW", "ChunkStore", "StoredChunks", "sanitize_metadata"]
+
+#: HNSW settings for new collections. Cosine space, so ``1 - distance`` is the cosine
+#: similarity. The large ``ef_construction`` / ``ef_search`` make the approximate search
+#: practically exact at the corpus sizes this project targets, so the same query over the
+#: same data returns the same neighbours from run to run (Chroma's defaults, 100 / 100 / 16,
+#: can miss true neighbours and make benchmark numbers wobble).
+DEFAULT_HNSW: Mapping[str, Any] = MappingProxyType(
+    {"space": "cosine", "ef_construction": 200, "ef_search": 200, "max_neighbors": 32}
+)
+
+#: Batch size used when the client cannot tell its own maximum (a wrapped collection).
+FALLBACK_BATCH_SIZE = 1000
+
+_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_SHOWN = 5  # how many offending ids an error message lists
+
+FloatMatrix = npt.NDArray[np.float32]
+
+
+@dataclass
+class StoredChunks:
+    """Chunks read back from the store.
+
+    Attributes:
+        ids: Chunk ids.
+        texts: Chunk texts (``""`` where Chroma holds no document).
+        metadatas: Metadata dicts (``{}`` where Chroma holds none).
+        embeddings: ``float32`` C-contiguous ``(n, d)`` matrix, row ``i`` for ``ids[i]``; None
+            when embeddings were not requested.
+    """
+
+    ids: list[str]
+    texts: list[str]
+    metadatas: list[dict[str, Any]]
+    embeddings: FloatMatrix | None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _scalar(value: Any) -> tuple[bool, Any]:
+    """Classifies one metadata value: ``(is_scalar, cleaned)``; ``cleaned`` None = drop it."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool | str):
+        return True, value
+    if isinstance(value, int):
+        # Chroma stores integers as int64 and silently turns bigger ones into floats.
+        return True, value if _INT64_MIN <= value <= _INT64_MAX else str(value)
+    if isinstance(value, float):
+        return True, value if math.isfinite(value) else None
+    return False, None
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, set | frozenset | tuple | np.ndarray):
+        return list(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    return str(value)
+
+
+def _json_text(value: Any) -> str:
+    """JSON text for containers; plain ``str`` for other objects (no extra quotes)."""
+    if not isinstance(value, Mapping | list | tuple | set | frozenset):
+        return str(value)
+    try:
+        return json.dumps(value, default=_json_default, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):  # odd dict keys, circular references
+        return str(value)
+
+
+def _sanitize_value(value: Any) -> Any:
+    """Returns the Chroma-safe form of one metadata value, or None to drop it."""
+    if value is None:
+        return None
+    is_scalar, cleaned = _scalar(value)
+    if is_scalar:
+        return cleaned
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, list | tuple):
+        items: list[Any] = []
+        for item in value:
+            if isinstance(item, np.generic):
+                item = item.item()
+            if isinstance(item, float) and not math.isfinite(item):
+                continue
+            if not isinstance(item, bool | str | int | float) or (
+                isinstance(item, int) and not _INT64_MIN <= item <= _INT64_MAX
+            ):
+                return _json_text(value)  # None, nested containers, objects, huge ints
+            items.append(item)
+        if not items:
+            return None  # Chroma rejects empty lists
+        types = {type(item) for item in items}
+        if types == {int, float}:
+            return [float(item) for item in items]
+        return items if len(types) == 1 else _json_text(value)
+    return _json_text(value)
+
+
+def _reserved_key(key: str) -> bool:
+    return not key or key[0] in "#$" or key == "chroma:document"
+
+
+def sanitize_metadata(metadata: Mapping[Any, Any] | None) -> dict[str, Any]:
+    """Turns arbitrary metadata into what Chroma accepts.
+
+    Rules: ``str``, ``int``, ``float`` and ``bool`` values are kept (numpy scalars become
+    Python ones; integers outside int64 become strings, since Chroma would round them to
+    floats); None and NaN/inf floats are dropped; non-empty lists (or tuples, arrays) of one
+    scalar type are kept (int/float mixes become floats, NaN/inf items are dropped, lists
+    left empty are dropped); containers that do not fit (dicts, sets, mixed or nested lists)
+    become JSON text (``json.dumps`` with ``str`` for unknown objects), and any other object
+    becomes ``str(obj)``. Keys are coerced to ``str``; keys Chroma reserves (empty, starting
+    with ``#`` or ``$``, ``"chroma:document"``) are dropped. When two keys coerce to the
+    same string, the later one wins.
+
+    Nothing is ever evaluated or unpickled: objects are only turned into text with ``str``.
+
+    Args:
+        metadata: A mapping (or None).
+
+    Returns:
+        A new dict; it may be empty (:meth:`ChunkStore.add` stores an empty dict as "no
+        metadata", since Chroma rejects empty metadata dicts).
+    """
+    out: dict[str, Any] = {}
+    for raw_key, value in (metadata or {}).items():
+        key = str(raw_key)
+        if _reserved_key(key):
+            continue
+        cleaned = _sanitize_value(value)
+        if cleaned is not None:
+            out[key] = cleaned
+    return out
+
+
+def _check_collection_name(name: str) -> str:
+    if not isinstance(name, str) or _NAME_RE.fullmatch(name) is None:
+        raise ValueError(
+            f"invalid Chroma collection name {name!r}: it must be 3-512 characters from "
+            "[a-zA-Z0-9._-], starting and ending with a letter or digit"
+        )
+    return name
+
+
+def _check_ids(ids: Sequence[str]) -> list[str]:
+    if isinstance(ids, str):
+        raise TypeError("ids must be a sequence of strings, not a single string")
+    out = list(ids)
+    for i in out:
+        if not isinstance(i, str):
+            raise TypeError(f"ids must be strings, got {type(i).__name__} ({i!r})")
+        if not i:
+            raise ValueError("ids must be non-empty strings")
+    return out
+
+
+def _shown(ids: Sequence[str]) -> str:
+    more = f" and {len(ids) - _SHOWN} more" if len(ids) > _SHOWN else ""
+    return ", ".join(repr(i) for i in ids[:_SHOWN]) + more
+
+
+def _check_embeddings(embeddings: Any, n: int) -> FloatMatrix:
+    arr = np.asarray(embeddings)
+    if arr.ndim != 2:
+        raise ValueError(f"embeddings must be a 2-D array (n, d), got shape {arr.shape}")
+    if arr.dtype.kind not in "fiu":
+        raise ValueError(f"embeddings must hold real numbers, got dtype {arr.dtype}")
+    if arr.shape[0] != n:
+        raise ValueError(f"got {n} ids but {arr.shape[0]} embedding rows")
+    if n and arr.shape[1] == 0:
+        raise ValueError("embeddings must have at least one dimension")
+    matrix = np.ascontiguousarray(arr, dtype=np.float32)
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite)[0])
+        raise ValueError(f"embedding row {row} contains NaN or infinity")
+    return matrix
+
+
+def _batches(n: int, size: int) -> list[tuple[int, int]]:
+    return [(start, min(start + size, n)) for start in range(0, n, size)]
+
+
+class ChunkStore:
+    """Chunks, their metadata and embeddings in one Chroma collection.
+
+    Build one with :meth:`persistent` (embedded, on disk), :meth:`http` (a Chroma server),
+    :meth:`ephemeral` (in memory, for tests), or wrap a collection you already have with
+    ``ChunkStore(collection)``.
+
+    Similarities are ``1 - distance``, which is the cosine similarity for collections in
+    cosine space (the default here). A wrapped collection in another space still works, but
+    its scores are then ``1 - (its distance)``.
+
+    Args:
+        collection: A ``chromadb`` Collection. Its embedding function is never called: every
+            method passes embeddings explicitly.
+
+    Attributes:
+        collection: The wrapped Chroma collection.
+        client: The Chroma client this store created, or None when wrapping a collection.
+    """
+
+    def __init__(self, collection: Any) -> None:
+        self.collection: Any = collection
+        self.client: Any = None
+        self._location: dict[str, Any] = {"kind": "collection"}
+
+    # ----------------------------------------------------------------- constructors
+
+    @classmethod
+    def _open(
+        cls,
+        client: Any,
+        collection_name: str,
+        *,
+        create: bool,
+        hnsw: Mapping[str, Any] | None,
+        location: dict[str, Any],
+    ) -> ChunkStore:
+        if create:
+            configuration = {"hnsw": {**DEFAULT_HNSW, **(hnsw or {})}}
+            collection = client.get_or_create_collection(
+                collection_name, configuration=configuration, embedding_function=None
+            )
+        else:
+            from chromadb.errors import NotFoundError
+
+            try:
+                collection = client.get_collection(collection_name, embedding_function=None)
+            except NotFoundError as err:
+                raise ValueError(
+                    f"no collection {collection_name!r} in the Chroma store {location}; "
+                    "pass create=True to make one"
+                ) from err
+        store = cls(collection)
+        store.client = client
+        store._location = location
+        return store
+
+    @classmethod
+    def persistent(
+        cls,
+        path: str | os.PathLike[str],
+        collection_name: str = "bridge_rag",
+        *,
+        create: bool = True,
+        hnsw: Mapping[str, Any] | None = None,
+    ) -> ChunkStore:
+        """Opens (or creates) a collection in an embedded, on-disk Chroma.
+
+        Args:
+            path: Chroma's data directory.
+            collection_name: The collection's name.
+            create: Create the directory and collection when missing; otherwise a missing
+                one is an error.
+            hnsw: HNSW settings merged over :data:`DEFAULT_HNSW`; only used when the
+                collection is created (an existing collection keeps its own).
+
+        Returns:
+            The store.
+
+        Raises:
+            ValueError: The name breaks Chroma's rules, or the collection is missing and
+                ``create`` is False.
+            FileNotFoundError: ``path`` does not exist and ``create`` is False.
+        """
+        _check_collection_name(collection_name)
+        chromadb, settings = _chromadb()
+        directory = Path(path).absolute()
+        if not create and not directory.is_dir():
+            raise FileNotFoundError(f"no Chroma data directory at {str(directory)!r}")
+        client = chromadb.PersistentClient(path=str(directory), settings=settings)
+        location = {"kind": "persistent", "path": str(directory)}
+        return cls._open(client, collection_name, create=create, hnsw=hnsw, location=location)
+
+    @classmethod
+    def http(
+        cls,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        collection_name: str = "bridge_rag",
+        *,
+        create: bool = True,
+        hnsw: Mapping[str, Any] | None = None,
+        **client_kwargs: Any,
+    ) -> ChunkStore:
+        """Opens (or creates) a collection on a Chroma server.
+
+        Args:
+            host: Server host.
+            port: Server port.
+            collection_name: The collection's name.
+            create: Create the collection when missing.
+            hnsw: HNSW settings merged over :data:`DEFAULT_HNSW` for a new collection.
+            **client_kwargs: Passed to ``chromadb.HttpClient`` (``ssl``, ``headers``, ...). A
+                ``settings`` object is accepted; telemetry is switched off in it regardless.
+
+        Returns:
+            The store.
+
+        Raises:
+            ValueError: The name breaks Chroma's rules, or the collection is missing and
+                ``create`` is False.
+        """
+        _check_collection_name(collection_name)
+        chromadb, settings = _chromadb()
+        given = client_kwargs.pop("settings", None)
+        if given is not None:
+            settings = given.model_copy(update={"anonymized_telemetry": False})
+        client = chromadb.HttpClient(host=host, port=port, settings=settings, **client_kwargs)
+        location = {"kind": "http", "host": host, "port": int(port)}
+        return cls._open(client, collection_name, create=create, hnsw=hnsw, location=location)
+
+    @classmethod
+    def ephemeral(
+        cls, collection_name: str = "bridge_rag", *, hnsw: Mapping[str, Any] | None = None
+    ) -> ChunkStore:
+        """Opens (or creates) a collection in an in-memory Chroma.
+
+        All in-memory clients of one process share their data, so tests should use unique
+        collection names.
+
+        Args:
+            collection_name: The collection's name.
+            hnsw: HNSW settings merged over :data:`DEFAULT_HNSW` for a new collection.
+
+        Returns:
+            The store.
+
+        Raises:
+            ValueError: The name breaks Chroma's rules.
+        """
+        _check_collection_name(collection_name)
+        chromadb, settings = _chromadb()
+        client = chromadb.EphemeralClient(settings=settings)
+        return cls._open(client, collection_name, create=True, hnsw=hnsw, location={"kind": "ephemeral"})
+
+    # ----------------------------------------------------------------- description
+
+    @property
+    def name(self) -> str:
+        """The collection's name."""
+        return str(self.collection.name)
+
+    @property
+    def location(self) -> dict[str, Any]:
+        """Where the data lives, as a JSON-ready dict.
+
+        One of ``{"kind": "persistent", "path": ...}``, ``{"kind": "http", "host": ...,
+        "port": ...}``, ``{"kind": "ephemeral"}`` or ``{"kind": "collection"}`` (a wrapped
+        collection, whose whereabouts the store does not know).
+        """
+        return dict(self._location)
+
+    def __repr__(self) -> str:
+        return f"ChunkStore(name={self.name!r}, location={self._location!r})"
+
+    def count(self) -> int:
+        """Returns the number of chunks in the collection."""
+        return int(self.collection.count())
+
+    def dimension(self) -> int | None:
+        """Returns the embedding dimension, read from one stored embedding; None when empty."""
+        page = self.collection.get(limit=1, include=["embeddings"])
+        embeddings = page.get("embeddings")
+        if embeddings is None or len(embeddings) == 0:
+            return None
+        return len(embeddings[0])
+
+    def close(self) -> None:
+        """Releases the client this store created (a no-op for a wrapped collection).
+
+        Other stores opened on the same path in this process share Chroma's system and stop
+        working too.
+        """
+        if self.client is not None and hasattr(self.client, "close"):
+            self.client.close()
+
+    def _batch_size(self) -> int:
+        if self.client is not None:
+            try:
+                return max(1, int(self.client.get_max_batch_size()))
+            except Exception:  # an older server without the endpoint
+                return FALLBACK_BATCH_SIZE
+        return FALLBACK_BATCH_SIZE
+
+    # ----------------------------------------------------------------- writing
+
+    def add(
+        self,
+        ids: Sequence[str],
+        texts: Sequence[str],
+        embeddings: npt.NDArray[Any],
+        metadatas: Sequence[Mapping[str, Any]],
+        *,
+        show_progress: bool = False,
+    ) -> None:
+        """Inserts new chunks.
+
+        Everything is validated before anything is written, so a rejected call leaves the
+        collection unchanged. Inserts go in batches of at most the client's maximum batch
+        size (1000 when unknown). Metadata goes through :func:`sanitize_metadata`.
+
+        Args:
+            ids: Unique chunk ids, none of them already stored.
+            texts: Chunk texts.
+            embeddings: ``(n, d)`` real-valued matrix; stored as float32.
+            metadatas: One mapping per chunk.
+            show_progress: Show a progress bar.
+
+        Raises:
+            TypeError: An id or text is not a string.
+            ValueError: Lengths differ, an id is repeated or already stored, an embedding row
+                holds NaN/inf, or the dimension differs from the collection's.
+        """
+        id_list = _check_ids(ids)
+        n = len(id_list)
+        if len(texts) != n or len(metadatas) != n:
+            raise ValueError(
+                "ids, texts and metadatas must have the same length, "
+                f"got {n}, {len(texts)} and {len(metadatas)}"
+            )
+        if len(set(id_list)) != n:
+            counts = Counter(id_list)
+            raise ValueError(f"duplicate ids: {_shown([i for i, c in counts.items() if c > 1])}")
+        for text in texts:
+            if not isinstance(text, str):
+                raise TypeError(f"texts must be strings, got {type(text).__name__}")
+        matrix = _check_embeddings(embeddings, n)
+        if n == 0:
+            return
+        stored = self.dimension()
+        if stored is not None and stored != matrix.shape[1]:
+            raise ValueError(f"embedding dimension {matrix.shape[1]} differs from the collection's {stored}")
+        spans = _batches(n, self._batch_size())
+        for start, end in spans:
+            existing = self.collection.get(ids=id_list[start:end], include=[])["ids"]
+            if existing:
+                raise ValueError(f"ids already in the collection (delete them first): {_shown(existing)}")
+        clean = [sanitize_metadata(m) or None for m in metadatas]
+        with tqdm(total=n, desc="storing chunks", unit="chunk", disable=not show_progress) as bar:
+            for start, end in spans:
+                self.collection.add(
+                    ids=id_list[start:end],
+                    embeddings=matrix[start:end],
+                    documents=list(texts[start:end]),
+                    metadatas=clean[start:end],
+                )
+                bar.update(end - start)
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Deletes chunks by id; ids that are not stored are ignored.
+
+        Args:
+            ids: The ids to delete.
+        """
+        id_list = _check_ids(ids)
+        for start, end in _batches(len(id_list), self._batch_size()):
+            self.collection.delete(ids=id_list[start:end])
+
+    def delete_where(self, where: Mapping[str, Any]) -> int:
+        """Deletes every chunk whose metadata matches a Chroma ``where`` filter.
+
+        Args:
+            where: A non-empty Chroma filter, e.g. ``{"doc_id": "d1"}``.
+
+        Returns:
+            How many chunks were deleted.
+
+        Raises:
+            ValueError: ``where`` is empty (use :meth:`delete` with explicit ids instead).
+        """
+        if not where:
+            raise ValueError("where must be a non-empty filter; to delete everything, delete the collection")
+        ids = self._ids_where(dict(where))
+        self.delete(ids)
+        return len(ids)
+
+    # ----------------------------------------------------------------- reading
+
+    def _ids_where(self, where: dict[str, Any], batch_size: int = FALLBACK_BATCH_SIZE) -> list[str]:
+        ids: list[str] = []
+        while True:
+            page = self.collection.get(where=where, limit=batch_size, offset=len(ids), include=[])
+            ids.extend(page["ids"])
+            if len(page["ids"]) < batch_size:
+                return ids
+
+    def get(
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        include_embeddings: bool = True,
+        batch_size: int = 1000,
+    ) -> StoredChunks:
+        """Reads chunks back.
+
+        With ``ids=None`` the whole collection (or everything matching ``where``) is read in
+        pages of ``batch_size`` using limit/offset, in Chroma's own order (insertion order
+        for an embedded Chroma; stable while the collection is not modified, but not sorted).
+        With ``ids``, results come back in the requested order (repeats included).
+
+        Args:
+            ids: The ids to read, or None for all.
+            where: Optional Chroma metadata filter. With ``ids``, requested ids that exist but
+                do not match the filter are left out.
+            include_embeddings: Also read the embedding matrix.
+            batch_size: Rows per Chroma request.
+
+        Returns:
+            The chunks.
+
+        Raises:
+            KeyError: Some requested ids are not in the collection (the message lists them).
+            ValueError: ``batch_size`` is not positive.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        include = ["documents", "metadatas", *(["embeddings"] if include_embeddings else [])]
+        where_arg = dict(where) if where else None
+        rows: dict[str, tuple[str, dict[str, Any], Any]] = {}
+        order: list[str] = []
+
+        def take(page: Mapping[str, Any]) -> int:
+            docs = page.get("documents") or [None] * len(page["ids"])
+            metas = page.get("metadatas") or [None] * len(page["ids"])
+            embs = page.get("embeddings") if include_embeddings else None
+            for row, chunk_id in enumerate(page["ids"]):
+                vector = embs[row] if embs is not None else None
+                rows[chunk_id] = (docs[row] or "", dict(metas[row] or {}), vector)
+            return len(page["ids"])
+
+        if ids is None:
+            offset = 0
+            while True:
+                page = self.collection.get(where=where_arg, limit=batch_size, offset=offset, include=include)
+                order.extend(page["ids"])
+                got = take(page)
+                offset += got
+                if got < batch_size:
+                    break
+        else:
+            requested = _check_ids(ids)
+            unique = list(dict.fromkeys(requested))
+            for start, end in _batches(len(unique), batch_size):
+                take(self.collection.get(ids=unique[start:end], where=where_arg, include=include))
+            missing = [i for i in unique if i not in rows]
+            if missing and where_arg is not None:
+                present: set[str] = set()
+                for start, end in _batches(len(missing), batch_size):
+                    present.update(self.collection.get(ids=missing[start:end], include=[])["ids"])
+                missing = [i for i in missing if i not in present]
+            if missing:
+                raise KeyError(f"ids not in the collection: {_shown(missing)}")
+            order = [i for i in requested if i in rows]
+
+        matrix: FloatMatrix | None = None
+        if include_embeddings:
+            if order:
+                matrix = np.ascontiguousarray(
+                    np.stack([np.asarray(rows[i][2]) for i in order]), dtype=np.float32
+                )
+            else:
+                matrix = np.zeros((0, self.dimension() or 0), dtype=np.float32)
+        return StoredChunks(
+            ids=list(order),
+            texts=[rows[i][0] for i in order],
+            metadatas=[dict(rows[i][1]) for i in order],
+            embeddings=matrix,
+        )
+
+    def query(
+        self, embedding: npt.NDArray[Any], k: int, *, where: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, float, str, dict[str, Any]]]:
+        """Finds the ``k`` nearest chunks to an embedding.
+
+        Args:
+            embedding: A ``(d,)`` (or ``(1, d)``) query vector.
+            k: How many results; capped at :meth:`count`.
+            where: Optional Chroma metadata filter.
+
+        Returns:
+            ``(id, similarity, text, metadata)`` tuples, most similar first; similarity is
+            ``1 - distance`` (cosine similarity in cosine space). Empty for an empty
+            collection.
+
+        Raises:
+            ValueError: ``k`` is not positive, or the vector is not 1-D, empty or not finite.
+        """
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+            raise ValueError(f"k must be a positive integer, got {k!r}")
+        vector = np.asarray(embedding, dtype=np.float32)
+        if vector.ndim == 2 and vector.shape[0] == 1:
+            vector = vector[0]
+        if vector.ndim != 1 or vector.size == 0:
+            raise ValueError(f"the query embedding must be a non-empty 1-D vector, got shape {vector.shape}")
+        if not np.isfinite(vector).all():
+            raise ValueError("the query embedding contains NaN or infinity")
+        n = self.count()
+        if n == 0:
+            return []
+        result = self.collection.query(
+            query_embeddings=vector[None, :],
+            n_results=min(int(k), n),
+            where=dict(where) if where else None,
+            include=["documents", "metadatas", "distances"],
+        )
+        ids = result["ids"][0]
+        distances = result["distances"][0]
+        docs = (result.get("documents") or [[None] * len(ids)])[0]
+        metas = (result.get("metadatas") or [[None] * len(ids)])[0]
+        return [
+            (chunk_id, 1.0 - float(distances[i]), docs[i] or "", dict(metas[i] or {}))
+            for i, chunk_id in enumerate(ids)
+        ]
+
+
+def _chromadb() -> tuple[Any, Any]:
+    """Imports chromadb (an optional dependency) and returns it with telemetry-free settings."""
+    try:
+        import chromadb
+        from chromadb.config import Settings
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError("ChunkStore needs chromadb: pip install 'bridge-rag[store]'") from err
+    return chromadb, Settings(anonymized_telemetry=False)

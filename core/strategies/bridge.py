@@ -1,0 +1,1069 @@
+"""Bridge-RAG: entity -> abstract -> chunk retrieval over an abstract forest.
+
+Indexing groups every ``abstract_size`` consecutive chunks of a document into a level-0
+abstract, builds upper levels by grouping abstracts by meaning
+(:func:`core.hierarchy.group_by_meaning`), and maps every entity to the level-0 abstracts
+that mention it in a :class:`core.CuckooFilter` (CFT-RAG). A query's entities (spaCy NER
+plus every 1..4-gram of the normalised query, so lowercase or partial mentions still hit)
+are looked up in the filter; the abstracts found are expanded ``depth`` levels up and down
+the forest; the chunks those abstracts own are ranked by cosine similarity with the query
+in C++ over the in-memory embedding matrix.
+
+Made robust beyond the paper's Algorithm 1:
+
+- ranking adds ``entity_weight`` x the IDF-weighted share of the query's matched entities
+  that a chunk's abstract mentions, so entity evidence counts, not only the cosine;
+- ``dense_pool`` dense hits from Chroma join the candidate pool, so a chunk that shares no
+  entity with the query can still be found (set it to 0 for the paper's pure variant);
+- when no entity hits, the result is dense top-k from Chroma, marked as a fallback.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from core.abstracts import AbstractWriter
+from core.cuckoo import CuckooFilter
+from core.embed import Embedder, as_embedder
+from core.entities import EntityExtractor, default_entity_extractor
+from core.forest import AbstractForest
+from core.hierarchy import group_by_meaning, weighted_centroids
+from core.index_dir import (
+    array_from_bytes,
+    array_to_bytes,
+    json_from_bytes,
+    json_to_bytes,
+    load_index,
+    save_index,
+)
+from core.llm import as_llm
+from core.scoring import top_k_cosine
+from core.store import ChunkStore
+from core.strategies.base import DEFAULT_MAX_QUERY_CHARS, check_k, check_query
+from core.text import chunk_document, make_doc_id, query_ngrams
+from core.types import BuildReport, Document, Retrieved
+
+__all__ = ["BridgeConfig", "BridgeRAG"]
+
+FloatMatrix = npt.NDArray[np.float32]
+
+INDEX_KIND = "bridge"
+INDEX_VERSION = 1
+
+#: Metadata keys bridge-rag writes on every chunk in Chroma.
+DOC_ID_KEY = "doc_id"
+ORDER_KEY = "chunk_order"
+START_KEY = "start_index"
+END_KEY = "end_index"
+
+_STOPWORD_TEXT = """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had has have having
+    he her here hers herself him himself his how i if in into is it its itself just me more most my myself no
+    nor not now of off on once only or other our ours ourselves out over own same she should so some such than
+    that the their theirs them themselves then there these they this those through to too under until up very
+    was we were what when where which while who whom why will with would you your yours yourself yourselves
+    also did does many much one two first name named film born year years new old"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+@dataclass(frozen=True)
+class BridgeConfig:
+    """Settings of a Bridge-RAG index.
+
+    Attributes:
+        chunk_size: Largest chunk, in characters (chunks keep whole sentences).
+        chunk_overlap: Characters of trailing sentences repeated in the next chunk.
+        abstract_size: Consecutive chunks per level-0 abstract (the paper's n = 5).
+        branching: Children per parent in the upper levels.
+        depth: Default expansion depth d (levels up and down the forest).
+        k: Default number of results.
+        max_ngram: Longest query n-gram probed in the filter.
+        query_ner: Also run the entity extractor on the query.
+        entity_weight: Weight of the entity evidence added to the cosine score.
+        dense_pool: Dense hits from Chroma added to the candidates; None = 2 x k, 0 = none.
+        summary_words: Longest abstract summary, in words.
+        fingerprint_bits: Fingerprint width of the entity filter (8-16).
+        max_query_chars: Longest accepted query.
+    """
+
+    chunk_size: int = 512
+    chunk_overlap: int = 64
+    abstract_size: int = 5
+    branching: int = 4
+    depth: int = 2
+    k: int = 4
+    max_ngram: int = 4
+    query_ner: bool = True
+    entity_weight: float = 0.1
+    dense_pool: int | None = None
+    summary_words: int = 60
+    fingerprint_bits: int = 12
+    max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
+
+    def __post_init__(self) -> None:
+        checks: list[tuple[str, bool]] = [
+            ("chunk_size must be >= 1", self.chunk_size >= 1),
+            ("chunk_overlap must be >= 0 and below chunk_size", 0 <= self.chunk_overlap < self.chunk_size),
+            ("abstract_size must be >= 1", self.abstract_size >= 1),
+            ("branching must be >= 2", self.branching >= 2),
+            ("depth must be >= 0", self.depth >= 0),
+            ("k must be >= 1", self.k >= 1),
+            ("max_ngram must be between 1 and 8", 1 <= self.max_ngram <= 8),
+            (
+                "entity_weight must be finite and >= 0",
+                math.isfinite(self.entity_weight) and self.entity_weight >= 0,
+            ),
+            ("dense_pool must be None or >= 0", self.dense_pool is None or self.dense_pool >= 0),
+            ("summary_words must be >= 5", self.summary_words >= 5),
+            ("fingerprint_bits must be between 8 and 16", 8 <= self.fingerprint_bits <= 16),
+            ("max_query_chars must be >= 1", self.max_query_chars >= 1),
+        ]
+        for message, ok in checks:
+            if not ok:
+                raise ValueError(f"BridgeConfig: {message}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BridgeConfig:
+        """Builds a config from a mapping, ignoring unknown keys."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class _Rows:
+    """Chunk rows in index order (rows of one abstract are contiguous)."""
+
+    ids: list[str] = field(default_factory=list)
+    doc_ids: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    metadatas: list[dict[str, Any]] = field(default_factory=list)
+
+
+@contextmanager
+def _timed(report: BuildReport, step: str) -> Any:
+    t0 = time.perf_counter()
+    yield
+    report.seconds[step] = report.seconds.get(step, 0.0) + time.perf_counter() - t0
+
+
+def _normalise_rows(m: npt.NDArray[Any]) -> FloatMatrix:
+    m = np.ascontiguousarray(m, dtype=np.float32)
+    if m.ndim != 2:
+        raise ValueError("embeddings must be a two-dimensional array")
+    if not np.isfinite(m).all():
+        raise ValueError("embeddings contain NaN or infinite values")
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(m / norms, dtype=np.float32)
+
+
+class BridgeRAG:
+    """The Bridge-RAG strategy (framework-neutral).
+
+    Build one with :meth:`from_documents` (a new corpus), :meth:`from_store` (the chunks and
+    embeddings already in a Chroma collection), or :meth:`load` (a saved index). Query it
+    with :meth:`retrieve`; wrap it with ``langchain_bridge.BridgeRetriever`` or
+    ``llama_index_bridge.BridgeRetriever`` for the frameworks.
+
+    Example:
+        >>> rag = BridgeRAG.from_documents(docs, persist_directory="./bridge_index")  # doctest: +SKIP
+        >>> for r in rag.retrieve("Who founded the observatory in Marrowick?", k=3):  # doctest: +SKIP
+        ...     print(r.score, r.metadata["matched_entities"], r.text[:60])
+    """
+
+    name: ClassVar[str] = "bridge"
+
+    def __init__(
+        self,
+        store: ChunkStore,
+        embedder: Embedder,
+        *,
+        config: BridgeConfig | None = None,
+        entity_extractor: EntityExtractor | None = None,
+        llm: Any = None,
+        show_progress: bool = False,
+    ) -> None:
+        self.config = config or BridgeConfig()
+        self.store = store
+        self.embedder = embedder
+        self.entity_extractor = (
+            entity_extractor if entity_extractor is not None else default_entity_extractor()
+        )
+        self.llm = as_llm(llm)
+        self.show_progress = show_progress
+        self.report = BuildReport()
+        self.persist_path: Path | None = None
+        self._lock = threading.RLock()
+        self._filter = CuckooFilter(fingerprint_bits=self.config.fingerprint_bits)
+        self._forest = AbstractForest()
+        dim = embedder.dimension
+        self._rows = _Rows()
+        self._matrix: FloatMatrix = np.zeros((0, dim), dtype=np.float32)
+        self._alive = np.zeros(0, dtype=bool)
+        self._row_abstract = np.zeros(0, dtype=np.int64)
+        self._id_to_row: dict[str, int] = {}
+        self._doc_rows: dict[str, list[int]] = {}
+        self._abs_level: list[int] = []
+        self._abs_summary: list[str] = []
+        self._abs_entities: list[list[str]] = []
+        self._abs_doc: list[str | None] = []
+        self._abs_alive: list[bool] = []
+        self._abs_matrix: FloatMatrix = np.zeros((0, dim), dtype=np.float32)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def default_k(self) -> int:
+        """The default number of results (``config.k``)."""
+        return self.config.k
+
+    @property
+    def num_chunks(self) -> int:
+        """Live chunks in the index."""
+        return int(self._alive.sum())
+
+    @property
+    def num_abstracts(self) -> int:
+        """Abstract nodes (all levels, live)."""
+        return int(sum(self._abs_alive))
+
+    @property
+    def num_entities(self) -> int:
+        """Entities in the filter."""
+        return len(self._filter)
+
+    @property
+    def entity_filter(self) -> CuckooFilter:
+        """The entity -> level-0 abstract filter."""
+        return self._filter
+
+    @property
+    def forest(self) -> AbstractForest:
+        """The abstract forest."""
+        return self._forest
+
+    def abstract(self, abstract_id: int) -> dict[str, Any]:
+        """Summary, level, entities and document of an abstract node."""
+        if not 0 <= abstract_id < len(self._abs_level):
+            raise IndexError(f"abstract {abstract_id} does not exist")
+        return {
+            "id": abstract_id,
+            "level": self._abs_level[abstract_id],
+            "summary": self._abs_summary[abstract_id],
+            "entities": list(self._abs_entities[abstract_id]),
+            "doc_id": self._abs_doc[abstract_id],
+            "alive": self._abs_alive[abstract_id],
+        }
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Iterable[Document],
+        *,
+        embedder: Any = None,
+        store: ChunkStore | None = None,
+        persist_directory: str | os.PathLike[str] | None = None,
+        collection_name: str = "bridge_rag",
+        config: BridgeConfig | None = None,
+        entity_extractor: EntityExtractor | None = None,
+        llm: Any = None,
+        show_progress: bool = True,
+        **config_overrides: Any,
+    ) -> BridgeRAG:
+        """Chunks, embeds and indexes a new corpus.
+
+        Args:
+            documents: The documents (``core.types.Document``).
+            embedder: Anything :func:`core.embed.as_embedder` accepts; None = all-MiniLM-L6-v2.
+            store: A :class:`ChunkStore` to write to. Default: an embedded Chroma under
+                ``persist_directory/chroma`` or, without a directory, an in-memory one.
+            persist_directory: Where to keep Chroma's data and the Bridge structures; the
+                index is saved there after the build (reopen it with :meth:`load`).
+            collection_name: Chroma collection for the default store.
+            config: Settings; keyword overrides (``depth=3``, ...) are applied on top.
+            entity_extractor: Entity extractor; default spaCy NER (rule-based fallback).
+            llm: Optional LangChain / LlamaIndex LLM for abstract summaries.
+            show_progress: Show progress bars.
+            **config_overrides: Fields of :class:`BridgeConfig`.
+
+        Returns:
+            The built strategy.
+
+        Raises:
+            ValueError: Empty corpus, documents without text, or duplicate document ids.
+        """
+        cfg = _merge_config(config, config_overrides)
+        docs = list(documents)
+        emb = as_embedder(embedder)
+        if store is None:
+            store = _default_store(persist_directory, collection_name)
+        rag = cls(
+            store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=show_progress
+        )
+        rag._index_new_documents(docs, first_build=True)
+        if persist_directory is not None:
+            rag.save(Path(persist_directory) / "bridge")
+        return rag
+
+    @classmethod
+    def from_store(
+        cls,
+        store: ChunkStore,
+        *,
+        embedder: Any = None,
+        config: BridgeConfig | None = None,
+        entity_extractor: EntityExtractor | None = None,
+        llm: Any = None,
+        show_progress: bool = True,
+        **config_overrides: Any,
+    ) -> BridgeRAG:
+        """Builds the Bridge structures over the chunks already in a Chroma collection.
+
+        Each stored item is used as a chunk as it is (no re-chunking, no re-embedding).
+        Its document is ``metadata["doc_id"]``, else ``metadata["source"]``, else its own id;
+        its order is ``metadata["chunk_order"]`` when present, else the collection's order.
+
+        Args:
+            store: The collection (wrap a chromadb Collection with ``ChunkStore(collection)``).
+            embedder: The embedder that produced the stored vectors (used for queries).
+            config: Settings; keyword overrides are applied on top.
+            entity_extractor: Entity extractor; default spaCy NER.
+            llm: Optional LLM for abstract summaries.
+            show_progress: Show progress bars.
+            **config_overrides: Fields of :class:`BridgeConfig`.
+
+        Returns:
+            The built strategy.
+
+        Raises:
+            ValueError: The collection is empty, or its dimension differs from the embedder's.
+        """
+        cfg = _merge_config(config, config_overrides)
+        emb = as_embedder(embedder)
+        rag = cls(
+            store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=show_progress
+        )
+        with _timed(rag.report, "read collection"):
+            stored = store.get(include_embeddings=True)
+        if not stored.ids:
+            raise ValueError("the Chroma collection is empty; add documents first or use from_documents")
+        assert stored.embeddings is not None
+        if stored.embeddings.shape[1] != emb.dimension:
+            raise ValueError(
+                f"the collection's embeddings have dimension {stored.embeddings.shape[1]}, but the embedder "
+                f"produces {emb.dimension}; pass the embedder the collection was built with"
+            )
+        order = _collection_order(stored.ids, stored.metadatas)
+        rows = _Rows(
+            ids=[stored.ids[i] for i in order],
+            doc_ids=[_doc_id_of(stored.ids[i], stored.metadatas[i]) for i in order],
+            texts=[stored.texts[i] or "" for i in order],
+            metadatas=[dict(stored.metadatas[i] or {}) for i in order],
+        )
+        rag._extend(rows, _normalise_rows(stored.embeddings[order]), first_build=True)
+        return rag
+
+    # ------------------------------------------------------------------ updates
+    def add_documents(self, documents: Sequence[Document]) -> list[str]:
+        """Chunks, embeds and indexes more documents without a rebuild.
+
+        New level-0 abstracts are attached to their most similar existing parents.
+
+        Args:
+            documents: The new documents.
+
+        Returns:
+            Their document ids.
+
+        Raises:
+            ValueError: A document has no text or an id that is already indexed.
+        """
+        docs = list(documents)
+        if not docs:
+            return []
+        ids = self._index_new_documents(docs, first_build=False)
+        self._autosave()
+        return ids
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> int:
+        """Removes documents: their chunks leave Chroma, the filter and the ranking.
+
+        Args:
+            doc_ids: Document ids; unknown ids are ignored.
+
+        Returns:
+            The number of chunks removed.
+        """
+        if isinstance(doc_ids, str):
+            raise TypeError("doc_ids must be a sequence of ids, not a single string; wrap it in a list")
+        with self._lock:
+            rows = sorted({r for d in doc_ids for r in self._doc_rows.get(d, [])})
+            if not rows:
+                return 0
+            self.store.delete([self._rows.ids[r] for r in rows])
+            alive = self._alive.copy()
+            alive[rows] = False
+            dead_abstracts = sorted({int(self._row_abstract[r]) for r in rows})
+            for a in dead_abstracts:
+                if not alive[self._row_abstract == a].any():
+                    for ent in self._abs_entities[a]:
+                        self._filter.remove_ids(ent, [a])
+                    self._abs_alive[a] = False
+            self._alive = alive
+            for d in doc_ids:
+                for r in self._doc_rows.pop(d, []):
+                    self._id_to_row.pop(self._rows.ids[r], None)
+        self._autosave()
+        return len(rows)
+
+    # ------------------------------------------------------------------ query
+    def retrieve(
+        self,
+        query: str,
+        k: int | None = None,
+        *,
+        depth: int | None = None,
+        include_abstracts: bool = False,
+        **options: Any,
+    ) -> list[Retrieved]:
+        """Retrieves chunks through the entity -> abstract -> chunk bridge.
+
+        Args:
+            query: The question.
+            k: Number of chunks (default ``config.k``).
+            depth: Expansion depth (default ``config.depth``).
+            include_abstracts: Also return the summaries of the abstracts the chunks came
+                through, after the chunks, as context documents (``metadata["type"] ==
+                "abstract"``).
+            **options: Unknown options raise TypeError.
+
+        Returns:
+            Results, best first, with provenance metadata: ``matched_entities``,
+            ``abstract_id``, ``abstract_level``, ``depth``, ``score``, ``cosine``,
+            ``entity_score``, ``source`` (entity / tree / dense) and ``fallback``.
+
+        Raises:
+            TypeError: ``query`` is not a str, ``k`` or ``depth`` not an int, or an unknown option.
+            ValueError: Empty or over-long query, ``k`` < 1 or ``depth`` < 0.
+        """
+        if options:
+            raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
+        text = check_query(query, self.config.max_query_chars)
+        k = check_k(k, self.config.k)
+        if depth is None:
+            depth = self.config.depth
+        elif isinstance(depth, bool) or not isinstance(depth, int):
+            raise TypeError(f"depth must be an int, got {type(depth).__name__}")
+        elif depth < 0:
+            raise ValueError(f"depth must be >= 0, got {depth}")
+        qv = self.embedder.embed_query(text)
+        return self.retrieve_by_vector(text, qv, k, depth=depth, include_abstracts=include_abstracts)
+
+    def retrieve_by_vector(
+        self, text: str, query_vector: FloatMatrix, k: int, *, depth: int, include_abstracts: bool = False
+    ) -> list[Retrieved]:
+        """:meth:`retrieve` with the query embedding already computed (benchmarks use this)."""
+        matrix, alive, row_abstract, n_rows = (
+            self._matrix,
+            self._alive,
+            self._row_abstract,
+            len(self._rows.ids),
+        )
+        if n_rows == 0 or not alive.any():
+            return []
+        matched = self._match_entities(text)
+        pool = self.config.dense_pool if self.config.dense_pool is not None else 2 * k
+        if not matched:
+            return self._dense(query_vector, k, fallback="no-entity-match")
+        seeds = sorted({a for ids in matched.values() for a in ids})
+        nodes, hops = self._forest.expand(seeds, depth)
+        cand = self._forest.chunk_ids(nodes).astype(np.int64)
+        cand = cand[cand < n_rows]
+        cand = cand[alive[cand]]
+        dense_rows: list[int] = []
+        if pool > 0:
+            for hit_id, _, _, _ in self.store.query(query_vector, pool):
+                row = self._id_to_row.get(hit_id)
+                if row is not None and row < n_rows and alive[row]:
+                    dense_rows.append(row)
+        if dense_rows:
+            cand = np.union1d(cand, np.asarray(dense_rows, dtype=np.int64))
+        if cand.size == 0:
+            return self._dense(query_vector, k, fallback="no-candidates")
+        ids, cos = top_k_cosine(query_vector, matrix, cand, int(cand.size))
+        ent_score = self._entity_scores(matched)
+        abstracts = row_abstract[ids]
+        boost = np.array([ent_score.get(int(a), 0.0) for a in abstracts], dtype=np.float64)
+        total = cos.astype(np.float64) + self.config.entity_weight * boost
+        order = np.lexsort((ids, -total))[:k]
+        seed_set = set(seeds)
+        node_hops = dict(zip(nodes.tolist(), hops.tolist(), strict=True))
+        dense_set = set(dense_rows)
+        out: list[Retrieved] = []
+        for i in order:
+            row, a = int(ids[i]), int(abstracts[i])
+            via, via_hops = self._reached_through(a, node_hops)
+            if a in seed_set:
+                source = "entity"
+            elif via is not None:
+                source = "tree"
+            elif row in dense_set:
+                source = "dense"
+            else:  # pragma: no cover - every candidate comes from the tree or the dense pool
+                source = "tree"
+            out.append(
+                self._result(
+                    row,
+                    float(total[i]),
+                    cosine=float(cos[i]),
+                    entity_score=float(boost[i]),
+                    matched=sorted(m for m, abs_ids in matched.items() if a in abs_ids),
+                    abstract_id=a if via is None else via,
+                    depth=0 if a in seed_set else via_hops,
+                    source=source,
+                    fallback=None,
+                )
+            )
+        if include_abstracts:
+            out.extend(self._abstract_results(out, query_vector))
+        return out
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Saves the Bridge structures (not the chunks: Chroma holds those) atomically.
+
+        The directory gets a new generation (versioned manifest with a SHA-256 per file);
+        a crash during the save leaves the previous generation loadable.
+
+        Args:
+            path: Index directory.
+        """
+        with self._lock:
+            files = {
+                "filter.bin": self._filter.to_bytes(),
+                "forest.bin": self._forest.to_bytes(),
+                "chunk_embeddings.npy": array_to_bytes(self._matrix),
+                "abstract_embeddings.npy": array_to_bytes(self._abs_matrix),
+                "chunks.json": json_to_bytes(
+                    {
+                        "ids": self._rows.ids,
+                        "doc_ids": self._rows.doc_ids,
+                        "alive": self._alive.astype(int).tolist(),
+                        "abstract": self._row_abstract.tolist(),
+                    }
+                ),
+                "abstracts.json": json_to_bytes(
+                    {
+                        "level": self._abs_level,
+                        "summary": self._abs_summary,
+                        "entities": self._abs_entities,
+                        "doc_id": self._abs_doc,
+                        "alive": [int(a) for a in self._abs_alive],
+                    }
+                ),
+            }
+            meta = {
+                "config": asdict(self.config),
+                "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
+                "store": {"collection": self.store.name, "location": _jsonable(self.store.location)},
+                "counts": {
+                    "chunks": self.num_chunks,
+                    "abstracts": self.num_abstracts,
+                    "entities": self.num_entities,
+                },
+            }
+            save_index(path, files, meta, kind=INDEX_KIND, version=INDEX_VERSION)
+            self.persist_path = Path(path)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        store: ChunkStore | None = None,
+        embedder: Any = None,
+        entity_extractor: EntityExtractor | None = None,
+        llm: Any = None,
+    ) -> BridgeRAG:
+        """Loads an index saved by :meth:`save` (or built with ``persist_directory``).
+
+        Nothing is re-embedded or re-extracted; chunk texts and metadata are read back from
+        Chroma (the source of truth) in one pass.
+
+        Args:
+            path: The index directory, or the ``persist_directory`` of :meth:`from_documents`.
+            store: The Chroma collection holding the chunks; default: the embedded Chroma under
+                ``persist_directory/chroma``, or the server recorded in the manifest.
+            embedder: Query embedder; default all-MiniLM-L6-v2. Its dimension must match.
+            entity_extractor: Query entity extractor; default spaCy NER.
+            llm: Optional LLM for the summaries of documents added later.
+
+        Returns:
+            The loaded strategy.
+
+        Raises:
+            FileNotFoundError: No index at ``path``.
+            ValueError: Corrupted files, another format version, a dimension mismatch, or a
+                Chroma collection that does not hold the indexed chunks.
+        """
+        root = Path(path)
+        index_dir = root / "bridge" if (root / "bridge").is_dir() else root
+        meta, files = load_index(index_dir, kind=INDEX_KIND, version=INDEX_VERSION)
+        cfg = BridgeConfig.from_dict(meta.get("config", {}))
+        emb = as_embedder(embedder)
+        saved_dim = int(meta.get("embedder", {}).get("dimension", -1))
+        if emb.dimension != saved_dim:
+            raise ValueError(
+                f"the index was built with {saved_dim}-dimensional embeddings "
+                f"({meta.get('embedder', {}).get('name')}), but the embedder produces {emb.dimension}; "
+                "pass the embedder the index was built with"
+            )
+        if emb.name != meta.get("embedder", {}).get("name"):
+            warnings.warn(
+                f"the index was built with embedder {meta['embedder'].get('name')!r}, "
+                f"loading with {emb.name!r}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        if store is None:
+            store = _store_from_meta(root, index_dir, meta)
+        rag = cls(store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=False)
+        rag._restore(files)
+        rag.persist_path = index_dir
+        return rag
+
+    # ------------------------------------------------------------------ internals: build
+    def _index_new_documents(self, docs: list[Document], *, first_build: bool) -> list[str]:
+        if first_build and not docs:
+            raise ValueError("cannot build an index from an empty corpus; pass at least one document")
+        doc_ids: list[str] = []
+        rows = _Rows()
+        seen: set[str] = set()
+        with _timed(self.report, "chunk"):
+            for i, doc in enumerate(docs):
+                if not isinstance(doc, Document):
+                    raise TypeError(
+                        f"document {i} is a {type(doc).__name__}; pass core.types.Document objects "
+                        "(the framework adapters convert LangChain / LlamaIndex documents)"
+                    )
+                if not isinstance(doc.text, str) or not doc.text.strip():
+                    raise ValueError(f"document {i} (id {doc.id!r}) has no text; remove it or give it text")
+                did = doc.id if doc.id is not None else make_doc_id(doc.text)
+                if did in seen or did in self._doc_rows:
+                    raise ValueError(f"duplicate document id {did!r}; document ids must be unique")
+                seen.add(did)
+                doc_ids.append(did)
+                for ch in chunk_document(
+                    doc,
+                    doc_id=did,
+                    chunk_size=self.config.chunk_size,
+                    chunk_overlap=self.config.chunk_overlap,
+                ):
+                    meta = dict(ch.metadata)
+                    meta.update({DOC_ID_KEY: did, ORDER_KEY: ch.order, START_KEY: ch.start, END_KEY: ch.end})
+                    rows.ids.append(ch.id)
+                    rows.doc_ids.append(did)
+                    rows.texts.append(ch.text)
+                    rows.metadatas.append(meta)
+        with _timed(self.report, "embed"):
+            embeddings = self.embedder.embed_documents(rows.texts)
+        with _timed(self.report, "store"):
+            self.store.add(rows.ids, rows.texts, embeddings, rows.metadatas, show_progress=self.show_progress)
+        self._extend(rows, _normalise_rows(embeddings), first_build=first_build)
+        return doc_ids
+
+    def _extend(self, rows: _Rows, embeddings: FloatMatrix, *, first_build: bool) -> None:
+        """Adds chunk rows (already in Chroma): abstracts, hierarchy, entities."""
+        with self._lock:
+            base = len(self._rows.ids)
+            # Level-0 abstracts: every abstract_size consecutive chunks of one document.
+            spans: list[tuple[int, int, str]] = []
+            start = 0
+            for i in range(1, len(rows.ids) + 1):
+                if (
+                    i == len(rows.ids)
+                    or rows.doc_ids[i] != rows.doc_ids[start]
+                    or i - start == self.config.abstract_size
+                ):
+                    spans.append((start, i, rows.doc_ids[start]))
+                    start = i
+            with _timed(self.report, "entities"):
+                chunk_entities = self.entity_extractor.extract(rows.texts)
+            writer = AbstractWriter(self.config.summary_words, self.llm)
+            first_abs = len(self._abs_level)
+            abs_entities: list[list[str]] = []
+            abs_summaries: list[str] = []
+            abs_vectors = np.zeros((len(spans), embeddings.shape[1]), dtype=np.float32)
+            row_abstract = np.zeros(len(rows.ids), dtype=np.int64)
+            weights = np.zeros(len(spans), dtype=np.float64)
+            with _timed(self.report, "abstracts"):
+                for j, (s, e, _) in enumerate(spans):
+                    ents = list(dict.fromkeys(x for i in range(s, e) for x in chunk_entities[i]))
+                    abs_entities.append(ents)
+                    abs_summaries.append(writer.write(rows.texts[s:e]))
+                    c = embeddings[s:e].astype(np.float64).mean(axis=0)
+                    norm = float(np.linalg.norm(c))
+                    abs_vectors[j] = c / norm if norm > 0 else c
+                    row_abstract[s:e] = first_abs + j
+                    weights[j] = e - s
+            # Append rows and level-0 nodes.
+            self._rows.ids += rows.ids
+            self._rows.doc_ids += rows.doc_ids
+            self._rows.texts += rows.texts
+            self._rows.metadatas += rows.metadatas
+            for i, cid in enumerate(rows.ids):
+                self._id_to_row[cid] = base + i
+                self._doc_rows.setdefault(rows.doc_ids[i], []).append(base + i)
+            self._matrix = np.ascontiguousarray(np.vstack([self._matrix, embeddings]), dtype=np.float32)
+            self._alive = np.concatenate([self._alive, np.ones(len(rows.ids), dtype=bool)])
+            self._row_abstract = np.concatenate([self._row_abstract, row_abstract])
+            parents = self._parents_for_new(abs_vectors) if not first_build else [-1] * len(spans)
+            self._forest.add_nodes(
+                [0] * len(spans),
+                [base + s for s, _, _ in spans],
+                [base + e for _, e, _ in spans],
+                parents,
+            )
+            self._abs_level += [0] * len(spans)
+            self._abs_summary += abs_summaries
+            self._abs_entities += abs_entities
+            self._abs_doc += [d for _, _, d in spans]
+            self._abs_alive += [True] * len(spans)
+            self._abs_matrix = np.ascontiguousarray(
+                np.vstack([self._abs_matrix, abs_vectors]), dtype=np.float32
+            )
+            with _timed(self.report, "filter"):
+                for j, ents in enumerate(abs_entities):
+                    for ent in ents:
+                        self._filter.insert(ent, [first_abs + j])
+            if first_build:
+                with _timed(self.report, "hierarchy"):
+                    self._build_levels(list(range(first_abs, first_abs + len(spans))), weights, writer)
+            self.report.counts.update(
+                {
+                    "documents": len(self._doc_rows),
+                    "chunks": self.num_chunks,
+                    "entities": self.num_entities,
+                    **self._level_counts(),
+                }
+            )
+            if writer.llm_calls:
+                self.report.counts["llm summaries"] = writer.llm_calls - writer.llm_failures
+                self.report.counts["llm failures"] = writer.llm_failures
+
+    def _build_levels(
+        self, level_nodes: list[int], weights: npt.NDArray[np.float64], writer: AbstractWriter
+    ) -> None:
+        level = 0
+        while len(level_nodes) > 1:
+            level += 1
+            vectors = self._abs_matrix[level_nodes]
+            groups = group_by_meaning(vectors, self.config.branching)
+            centroids = weighted_centroids(vectors, groups, weights)
+            first = len(self._abs_level)
+            summaries = []
+            for g, members in enumerate(groups):
+                nodes = [level_nodes[m] for m in members]
+                sims = self._abs_matrix[nodes] @ centroids[g]
+                closest = [nodes[i] for i in np.lexsort((nodes, -sims))]
+                ents = [e for n in nodes for e in self._abs_entities[n]]
+                if writer.llm is not None:
+                    summaries.append(writer.write([self._abs_summary[n] for n in closest], ents))
+                else:
+                    summaries.append(writer.extractive([self._abs_summary[closest[0]]], ents))
+            self._forest.add_nodes(
+                [level] * len(groups), [0] * len(groups), [0] * len(groups), [-1] * len(groups)
+            )
+            children = [level_nodes[m] for members in groups for m in members]
+            parents = [first + g for g, members in enumerate(groups) for _ in members]
+            self._forest.set_parents(children, parents)
+            self._abs_level += [level] * len(groups)
+            self._abs_summary += summaries
+            self._abs_entities += [
+                list(dict.fromkeys(e for m in members for e in self._abs_entities[level_nodes[m]]))[:50]
+                for members in groups
+            ]
+            self._abs_doc += [None] * len(groups)
+            self._abs_alive += [True] * len(groups)
+            self._abs_matrix = np.ascontiguousarray(
+                np.vstack([self._abs_matrix, centroids]), dtype=np.float32
+            )
+            weights = np.array([weights[members].sum() for members in groups], dtype=np.float64)
+            level_nodes = list(range(first, first + len(groups)))
+
+    def _parents_for_new(self, vectors: FloatMatrix) -> list[int]:
+        """Most similar existing level-1 node for each new level-0 abstract (-1 if none)."""
+        level1 = [i for i, lv in enumerate(self._abs_level) if lv == 1 and self._abs_alive[i]]
+        if not level1:
+            return [-1] * len(vectors)
+        sims = vectors @ self._abs_matrix[level1].T
+        return [level1[int(np.argmax(row))] for row in sims]
+
+    def _level_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for lv, alive in zip(self._abs_level, self._abs_alive, strict=True):
+            if alive:
+                counts[f"abstracts level {lv}"] = counts.get(f"abstracts level {lv}", 0) + 1
+        return dict(sorted(counts.items()))
+
+    # ------------------------------------------------------------------ internals: query
+    def _match_entities(self, text: str) -> dict[str, list[int]]:
+        probes = [g for g in query_ngrams(text, self.config.max_ngram) if not _all_stopwords(g)]
+        if self.config.query_ner:
+            probes += self.entity_extractor.extract([text])[0]
+        probes = list(dict.fromkeys(p for p in probes if p))
+        if not probes:
+            return {}
+        offsets, ids = self._filter.lookup_many(probes)
+        matched: dict[str, list[int]] = {}
+        for i, p in enumerate(probes):
+            if offsets[i + 1] > offsets[i]:
+                matched[p] = ids[offsets[i] : offsets[i + 1]].tolist()
+        return matched
+
+    def _entity_scores(self, matched: Mapping[str, list[int]]) -> dict[int, float]:
+        n = max(1, len(self._abs_level))
+        idf = {m: math.log(1.0 + n / len(ids)) for m, ids in matched.items()}
+        total = sum(idf.values())
+        scores: dict[int, float] = {}
+        for m, ids in matched.items():
+            for a in ids:
+                scores[a] = scores.get(a, 0.0) + idf[m] / total
+        return scores
+
+    def _reached_through(self, abstract_id: int, node_hops: Mapping[int, int]) -> tuple[int | None, int]:
+        """The nearest expanded ancestor (or the node itself) and its hop count."""
+        node = abstract_id
+        while node >= 0:
+            if node in node_hops:
+                return node, node_hops[node]
+            node = self._forest.parent(node)
+        return None, 0
+
+    def _dense(self, query_vector: FloatMatrix, k: int, *, fallback: str) -> list[Retrieved]:
+        out = []
+        for hit_id, sim, _, _ in self.store.query(query_vector, k):
+            row = self._id_to_row.get(hit_id)
+            if row is None:
+                continue
+            out.append(
+                self._result(
+                    row,
+                    sim,
+                    cosine=sim,
+                    entity_score=0.0,
+                    matched=[],
+                    abstract_id=int(self._row_abstract[row]),
+                    depth=0,
+                    source="dense",
+                    fallback=fallback,
+                )
+            )
+        return out
+
+    def _result(
+        self,
+        row: int,
+        score: float,
+        *,
+        cosine: float,
+        entity_score: float,
+        matched: list[str],
+        abstract_id: int,
+        depth: int,
+        source: str,
+        fallback: str | None,
+    ) -> Retrieved:
+        meta = dict(self._rows.metadatas[row])
+        meta.update(
+            {
+                "strategy": self.name,
+                "score": score,
+                "cosine": cosine,
+                "entity_score": entity_score,
+                "matched_entities": matched,
+                "abstract_id": abstract_id,
+                "abstract_level": self._abs_level[abstract_id],
+                "depth": depth,
+                "source": source,
+                "fallback": fallback,
+            }
+        )
+        return Retrieved(id=self._rows.ids[row], text=self._rows.texts[row], score=score, metadata=meta)
+
+    def _abstract_results(self, results: list[Retrieved], query_vector: FloatMatrix) -> list[Retrieved]:
+        seen: list[int] = []
+        for r in results:
+            a = int(self._row_abstract[self._id_to_row[r.id]])
+            if a not in seen:
+                seen.append(a)
+        out = []
+        for a in seen:
+            cos = float(self._abs_matrix[a] @ query_vector) / max(float(np.linalg.norm(query_vector)), 1e-12)
+            out.append(
+                Retrieved(
+                    id=f"abstract::{a}",
+                    text=self._abs_summary[a],
+                    score=cos,
+                    metadata={
+                        "strategy": self.name,
+                        "type": "abstract",
+                        "abstract_id": a,
+                        "abstract_level": self._abs_level[a],
+                        "entities": self._abs_entities[a][:20],
+                        DOC_ID_KEY: self._abs_doc[a],
+                    },
+                )
+            )
+        return out
+
+    # ------------------------------------------------------------------ internals: persistence
+    def _autosave(self) -> None:
+        if self.persist_path is not None:
+            self.save(self.persist_path)
+
+    def _restore(self, files: Mapping[str, bytes]) -> None:
+        try:
+            self._filter = CuckooFilter.from_bytes(files["filter.bin"])
+            self._forest = AbstractForest.from_bytes(files["forest.bin"])
+            self._matrix = array_from_bytes(files["chunk_embeddings.npy"], dtype=np.float32, ndim=2)
+            self._abs_matrix = array_from_bytes(files["abstract_embeddings.npy"], dtype=np.float32, ndim=2)
+            chunks = json_from_bytes(files["chunks.json"])
+            abstracts = json_from_bytes(files["abstracts.json"])
+            ids = [str(x) for x in chunks["ids"]]
+            doc_ids = [str(x) for x in chunks["doc_ids"]]
+            alive = np.asarray(chunks["alive"], dtype=bool)
+            row_abstract = np.asarray(chunks["abstract"], dtype=np.int64)
+            self._abs_level = [int(x) for x in abstracts["level"]]
+            self._abs_summary = [str(x) for x in abstracts["summary"]]
+            self._abs_entities = [[str(e) for e in ents] for ents in abstracts["entities"]]
+            self._abs_doc = [None if d is None else str(d) for d in abstracts["doc_id"]]
+            self._abs_alive = [bool(x) for x in abstracts["alive"]]
+        except KeyError as exc:
+            raise ValueError(f"the index is missing {exc}; rebuild it") from exc
+        except (TypeError, AttributeError) as exc:
+            raise ValueError(f"the index files are malformed ({exc}); rebuild it") from exc
+        n, n_abs = len(ids), len(self._abs_level)
+        consistent = (
+            len(doc_ids) == n
+            and alive.shape == (n,)
+            and row_abstract.shape == (n,)
+            and self._matrix.shape == (n, self.embedder.dimension)
+            and self._abs_matrix.shape == (n_abs, self.embedder.dimension)
+            and len(self._abs_summary)
+            == len(self._abs_entities)
+            == len(self._abs_doc)
+            == len(self._abs_alive)
+            == n_abs
+            and len(self._forest) == n_abs
+            and (n == 0 or (row_abstract.min() >= 0 and row_abstract.max() < n_abs))
+        )
+        if not consistent:
+            raise ValueError(
+                "the index files disagree with each other (sizes or dimensions); rebuild the index"
+            )
+        live_ids = [ids[i] for i in range(n) if alive[i]]
+        stored = self.store.get(live_ids, include_embeddings=False) if live_ids else None
+        texts = [""] * n
+        metas: list[dict[str, Any]] = [{} for _ in range(n)]
+        if stored is not None:
+            lookup = {cid: i for i, cid in enumerate(ids)}
+            for cid, text, meta in zip(stored.ids, stored.texts, stored.metadatas, strict=True):
+                i = lookup[cid]
+                texts[i] = text or ""
+                metas[i] = dict(meta or {})
+        self._rows = _Rows(ids=ids, doc_ids=doc_ids, texts=texts, metadatas=metas)
+        self._alive = alive
+        self._row_abstract = row_abstract
+        self._id_to_row = {cid: i for i, cid in enumerate(ids) if alive[i]}
+        self._doc_rows = {}
+        for i, d in enumerate(doc_ids):
+            if alive[i]:
+                self._doc_rows.setdefault(d, []).append(i)
+        self.report.counts.update(
+            {"documents": len(self._doc_rows), "chunks": self.num_chunks, "entities": self.num_entities}
+        )
+
+
+# ---------------------------------------------------------------------- module helpers
+def _merge_config(config: BridgeConfig | None, overrides: Mapping[str, Any]) -> BridgeConfig:
+    base = asdict(config) if config is not None else {}
+    known = {f.name for f in fields(BridgeConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise TypeError(f"unknown Bridge-RAG setting(s): {', '.join(unknown)}; see BridgeConfig")
+    base.update(overrides)
+    return BridgeConfig(**base)
+
+
+def _default_store(persist_directory: str | os.PathLike[str] | None, collection_name: str) -> ChunkStore:
+    if persist_directory is None:
+        return ChunkStore.ephemeral(collection_name)
+    root = Path(persist_directory)
+    root.mkdir(parents=True, exist_ok=True)
+    return ChunkStore.persistent(root / "chroma", collection_name)
+
+
+def _store_from_meta(root: Path, index_dir: Path, meta: Mapping[str, Any]) -> ChunkStore:
+    store_meta = meta.get("store", {})
+    location = store_meta.get("location", {})
+    name = str(store_meta.get("collection", "bridge_rag"))
+    kind = location.get("kind")
+    if kind == "persistent":
+        for candidate in (root / "chroma", index_dir.parent / "chroma", Path(str(location.get("path", "")))):
+            if candidate.is_dir():
+                return ChunkStore.persistent(candidate, name, create=False)
+        raise FileNotFoundError(
+            f"the Chroma data for this index is not at {str(root / 'chroma')!r}; pass store=ChunkStore(...)"
+        )
+    if kind == "http":
+        return ChunkStore.http(str(location.get("host")), int(location.get("port", 8000)), name)
+    raise ValueError(
+        f"this index was built over a {kind or 'user-provided'} Chroma collection; "
+        "pass store=ChunkStore(collection)"
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return str(value)
+
+
+def _doc_id_of(item_id: str, metadata: Mapping[str, Any] | None) -> str:
+    meta = metadata or {}
+    for key in (DOC_ID_KEY, "source", "ref_doc_id", "document_id"):
+        if isinstance(meta.get(key), str | int):
+            return str(meta[key])
+    return item_id
+
+
+def _collection_order(ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]) -> list[int]:
+    """Stored items grouped by document (first appearance) and sorted by chunk order."""
+    first_seen: dict[str, int] = {}
+    keys = []
+    for i, cid in enumerate(ids):
+        doc = _doc_id_of(cid, metadatas[i])
+        first_seen.setdefault(doc, i)
+        order = (metadatas[i] or {}).get(ORDER_KEY)
+        keys.append((first_seen[doc], order if isinstance(order, int) else i, i))
+    return [k[2] for k in sorted(keys)]
+
+
+def _all_stopwords(ngram: str) -> bool:
+    words = ngram.split()
+    return all(w in _STOPWORDS or len(w) < 2 for w in words)
