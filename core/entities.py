@@ -7,6 +7,7 @@ names (see :func:`core.text.normalize_entity`), de-duplicated per text in first-
 from __future__ import annotations
 
 import re
+import threading
 import warnings
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -143,6 +144,7 @@ class SpacyEntityExtractor:
         self.include_noun_chunks = include_noun_chunks
         self.batch_size = batch_size
         self.show_progress = show_progress
+        self._lock = threading.Lock()
 
     def extract(self, texts: Sequence[str]) -> list[list[str]]:
         """Extract entities from each text.
@@ -153,12 +155,15 @@ class SpacyEntityExtractor:
         Returns:
             One list per text of normalised, de-duplicated names in first-occurrence order.
         """
-        docs: Iterable[Any] = self.nlp.pipe(texts, batch_size=self.batch_size)
-        if self.show_progress:
-            from tqdm.auto import tqdm
+        with self._lock:  # spaCy pipelines are not documented as thread-safe
+            if len(texts) == 1:  # a query: skip the batching machinery of nlp.pipe
+                return [self._names(self.nlp(texts[0]))]
+            docs: Iterable[Any] = self.nlp.pipe(texts, batch_size=self.batch_size)
+            if self.show_progress:
+                from tqdm.auto import tqdm
 
-            docs = tqdm(docs, total=len(texts), desc="entities", unit="text")
-        return [self._names(doc) for doc in docs]
+                docs = tqdm(docs, total=len(texts), desc="entities", unit="text")
+            return [self._names(doc) for doc in docs]
 
     def _names(self, doc: Any) -> list[str]:
         """Names of one spaCy ``Doc``, ordered by position (entities before chunks at a tie)."""

@@ -279,9 +279,17 @@ _LOOSE_HYPHEN = re.compile(r"(?<![^\W_])-|-(?![^\W_])")
 _ARTICLE = re.compile(r"^(?:the|a|an) (?=\S)")
 
 
+def _fold_accents(text: str) -> str:
+    """Drops combining marks (``"Brödel"`` -> ``"Brodel"``), keeping other scripts intact."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    if decomposed.isascii():
+        return decomposed
+    return unicodedata.normalize("NFC", "".join(c for c in decomposed if not unicodedata.combining(c)))
+
+
 def _normalize(text: str) -> str:
     """Apply :func:`normalize_entity`'s rules except the leading-article rule."""
-    text = unicodedata.normalize("NFKC", text).casefold().translate(_APOSTROPHES)
+    text = _fold_accents(unicodedata.normalize("NFKC", text)).casefold().translate(_APOSTROPHES)
     text = _ACRONYM.sub(lambda m: m.group().replace(".", ""), text)
     text = _POSSESSIVE.sub("", text)
     text = _PUNCT.sub(" ", text)
@@ -294,7 +302,8 @@ def normalize_entity(name: str) -> str:
 
     Rules, in order:
 
-    1. Unicode NFKC, then casefold; typographic apostrophes become ``'``.
+    1. Unicode NFKC, accents folded (``"Aschenbrödel"`` -> ``"aschenbrodel"``), then casefold;
+       typographic apostrophes become ``'``.
     2. Dotted acronyms lose their dots: ``"U.S."`` -> ``"us"``, ``"e.g."`` -> ``"eg"``.
     3. The possessive ``'s`` is removed: ``"Marie Curie's"`` -> ``"marie curie"``.
     4. Every other punctuation character (and ``_``) becomes a space, except a hyphen between two
@@ -310,6 +319,25 @@ def normalize_entity(name: str) -> str:
         The normalised name (possibly empty).
     """
     return _ARTICLE.sub("", _normalize(name))
+
+
+_PARENTHETICAL = re.compile(r"\s*\([^()]*\)\s*$")
+
+
+def title_entities(title: str) -> list[str]:
+    """Entity names for a document title, normalised with :func:`normalize_entity`.
+
+    The title itself, and the title without a trailing parenthetical qualifier:
+    ``"Brother (Australian band)"`` -> ``["brother australian band", "brother"]``.
+
+    Args:
+        title: A document title.
+
+    Returns:
+        Distinct non-empty names, the full title first.
+    """
+    names = [normalize_entity(title), normalize_entity(_PARENTHETICAL.sub("", title))]
+    return [n for n in dict.fromkeys(names) if n]
 
 
 def query_ngrams(text: str, max_n: int = 4) -> list[str]:

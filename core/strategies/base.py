@@ -26,8 +26,15 @@ class Strategy(Protocol):
     Implementations are thread-safe for concurrent :meth:`retrieve` calls.
     """
 
-    name: str
-    default_k: int
+    @property
+    def name(self) -> str:
+        """Short strategy name (``"bridge"``, ``"dense"``, ...)."""
+        ...
+
+    @property
+    def default_k(self) -> int:
+        """Number of results when the caller gives none."""
+        ...
 
     def retrieve(self, query: str, k: int | None = None, **options: Any) -> list[Retrieved]:
         """Returns up to ``k`` results for ``query``, best first, each with provenance metadata."""

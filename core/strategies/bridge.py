@@ -13,6 +13,10 @@ Made robust beyond the paper's Algorithm 1:
 
 - ranking adds ``entity_weight`` x the IDF-weighted share of the query's matched entities
   that a chunk's abstract mentions, so entity evidence counts, not only the cosine;
+- a second entity hop through the filter: the best entity-matched abstracts lend their other
+  (rare) entities, and abstracts that mention them join the candidates with
+  ``bridge_weight`` x their evidence, which finds the second passage of multi-hop questions;
+- a document's ``metadata["title"]`` counts as an entity of its abstracts;
 - ``dense_pool`` dense hits from Chroma join the candidate pool, so a chunk that shares no
   entity with the query can still be found (set it to 0 for the paper's pure variant);
 - when no entity hits, the result is dense top-k from Chroma, marked as a fallback.
@@ -33,6 +37,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
+from tqdm.auto import tqdm
 
 from core.abstracts import AbstractWriter
 from core.cuckoo import CuckooFilter
@@ -52,7 +57,7 @@ from core.llm import as_llm
 from core.scoring import top_k_cosine
 from core.store import ChunkStore
 from core.strategies.base import DEFAULT_MAX_QUERY_CHARS, check_k, check_query
-from core.text import chunk_document, make_doc_id, query_ngrams
+from core.text import chunk_document, make_doc_id, query_ngrams, title_entities
 from core.types import BuildReport, Document, Retrieved
 
 __all__ = ["BridgeConfig", "BridgeRAG"]
@@ -68,13 +73,14 @@ ORDER_KEY = "chunk_order"
 START_KEY = "start_index"
 END_KEY = "end_index"
 
-_STOPWORD_TEXT = """a about above after again against all am an and any are as at be because been before being
-    below between both but by can could did do does doing down during each few for from further had has have having
-    he her here hers herself him himself his how i if in into is it its itself just me more most my myself no
-    nor not now of off on once only or other our ours ourselves out over own same she should so some such than
-    that the their theirs them themselves then there these they this those through to too under until up very
-    was we were what when where which while who whom why will with would you your yours yourself yourselves
-    also did does many much one two first name named film born year years new old"""
+_STOPWORD_TEXT = """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from further had has
+    have having he her here hers herself him himself his how i if in into is it its itself just me
+    more most my myself no nor not now of off on once only or other our ours ourselves out over own
+    same she should so some such than that the their theirs them themselves then there these they
+    this those through to too under until up very was we were what when where which while who whom
+    why will with would you your yours yourself yourselves also did does many much one two first
+    name named film born year years new old"""
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
@@ -91,7 +97,19 @@ class BridgeConfig:
         k: Default number of results.
         max_ngram: Longest query n-gram probed in the filter.
         query_ner: Also run the entity extractor on the query.
-        entity_weight: Weight of the entity evidence added to the cosine score.
+        entity_weight: Weight of the entity evidence added to the cosine score: the IDF-weighted
+            share of the query's matched entities that a chunk's abstract mentions.
+        bridge_weight: Weight of the second-hop evidence: abstracts sharing rare entities with
+            the ``bridge_seeds`` best entity-matched abstracts (looked up in the filter).
+        bridge_seeds: Entity-matched abstracts that lend their entities for the second hop.
+        bridge_max_df: Entities in more abstracts than this are too common to bridge.
+        tree_weight: Weight of the forest evidence: a candidate's nearest expanded ancestor's
+            best seed evidence, times ``tree_decay`` per level climbed.
+        tree_decay: Decay of the forest evidence per level.
+        title_entities: Treat a chunk's ``metadata["title"]`` as an entity of its abstract.
+        longest_match: Drop a matched query n-gram that lies inside a longer matched one.
+        exact_search_max_rows: Up to this many chunks, dense hits (the pool and the fallback)
+            come from an exact C++ scan of the in-memory matrix; above it, from Chroma's index.
         dense_pool: Dense hits from Chroma added to the candidates; None = 2 x k, 0 = none.
         summary_words: Longest abstract summary, in words.
         fingerprint_bits: Fingerprint width of the entity filter (8-16).
@@ -107,6 +125,14 @@ class BridgeConfig:
     max_ngram: int = 4
     query_ner: bool = True
     entity_weight: float = 0.1
+    bridge_weight: float = 0.1
+    bridge_seeds: int = 3
+    bridge_max_df: int = 50
+    tree_weight: float = 0.0
+    tree_decay: float = 0.5
+    title_entities: bool = True
+    longest_match: bool = True
+    exact_search_max_rows: int = 50_000
     dense_pool: int | None = None
     summary_words: int = 60
     fingerprint_bits: int = 12
@@ -126,6 +152,15 @@ class BridgeConfig:
                 math.isfinite(self.entity_weight) and self.entity_weight >= 0,
             ),
             ("dense_pool must be None or >= 0", self.dense_pool is None or self.dense_pool >= 0),
+            (
+                "bridge_weight and tree_weight must be finite and >= 0",
+                all(math.isfinite(w) and w >= 0 for w in (self.bridge_weight, self.tree_weight)),
+            ),
+            (
+                "bridge_seeds and bridge_max_df must be >= 0",
+                self.bridge_seeds >= 0 and self.bridge_max_df >= 0,
+            ),
+            ("tree_decay must be in [0, 1]", 0.0 <= self.tree_decay <= 1.0),
             ("summary_words must be >= 5", self.summary_words >= 5),
             ("fingerprint_bits must be between 8 and 16", 8 <= self.fingerprint_bits <= 16),
             ("max_query_chars must be >= 1", self.max_query_chars >= 1),
@@ -221,6 +256,7 @@ class BridgeRAG:
         self._abs_doc: list[str | None] = []
         self._abs_alive: list[bool] = []
         self._abs_matrix: FloatMatrix = np.zeros((0, dim), dtype=np.float32)
+        self._parent_cache: npt.NDArray[np.int32] | None = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -488,25 +524,31 @@ class BridgeRAG:
         if not matched:
             return self._dense(query_vector, k, fallback="no-entity-match")
         seeds = sorted({a for ids in matched.values() for a in ids})
+        ent_score = self._entity_scores(matched)
+        bridged = self._bridge_scores(seeds, ent_score, query_vector, set(matched))
         nodes, hops = self._forest.expand(seeds, depth)
-        cand = self._forest.chunk_ids(nodes).astype(np.int64)
+        tree = self._tree_scores(seeds, ent_score, depth)
+        extra_nodes = np.asarray(sorted(bridged), dtype=np.int64)
+        cand = self._forest.chunk_ids(np.union1d(nodes, extra_nodes)).astype(np.int64)
         cand = cand[cand < n_rows]
         cand = cand[alive[cand]]
-        dense_rows: list[int] = []
-        if pool > 0:
-            for hit_id, _, _, _ in self.store.query(query_vector, pool):
-                row = self._id_to_row.get(hit_id)
-                if row is not None and row < n_rows and alive[row]:
-                    dense_rows.append(row)
+        dense_rows = [row for row, _ in self._dense_rows(query_vector, pool)] if pool > 0 else []
         if dense_rows:
             cand = np.union1d(cand, np.asarray(dense_rows, dtype=np.int64))
         if cand.size == 0:
             return self._dense(query_vector, k, fallback="no-candidates")
         ids, cos = top_k_cosine(query_vector, matrix, cand, int(cand.size))
-        ent_score = self._entity_scores(matched)
         abstracts = row_abstract[ids]
         boost = np.array([ent_score.get(int(a), 0.0) for a in abstracts], dtype=np.float64)
-        total = cos.astype(np.float64) + self.config.entity_weight * boost
+        bridge = np.array([bridged.get(int(a), 0.0) for a in abstracts], dtype=np.float64)
+        tree_s = self._lookup_tree(abstracts, tree, depth)
+        cfg = self.config
+        total = (
+            cos.astype(np.float64)
+            + cfg.entity_weight * boost
+            + cfg.bridge_weight * bridge
+            + cfg.tree_weight * tree_s
+        )
         order = np.lexsort((ids, -total))[:k]
         seed_set = set(seeds)
         node_hops = dict(zip(nodes.tolist(), hops.tolist(), strict=True))
@@ -678,7 +720,7 @@ class BridgeRAG:
                     rows.texts.append(ch.text)
                     rows.metadatas.append(meta)
         with _timed(self.report, "embed"):
-            embeddings = self.embedder.embed_documents(rows.texts)
+            embeddings = self._embed(rows.texts)
         with _timed(self.report, "store"):
             self.store.add(rows.ids, rows.texts, embeddings, rows.metadatas, show_progress=self.show_progress)
         self._extend(rows, _normalise_rows(embeddings), first_build=first_build)
@@ -687,6 +729,7 @@ class BridgeRAG:
     def _extend(self, rows: _Rows, embeddings: FloatMatrix, *, first_build: bool) -> None:
         """Adds chunk rows (already in Chroma): abstracts, hierarchy, entities."""
         with self._lock:
+            self._parent_cache = None
             base = len(self._rows.ids)
             # Level-0 abstracts: every abstract_size consecutive chunks of one document.
             spans: list[tuple[int, int, str]] = []
@@ -700,7 +743,7 @@ class BridgeRAG:
                     spans.append((start, i, rows.doc_ids[start]))
                     start = i
             with _timed(self.report, "entities"):
-                chunk_entities = self.entity_extractor.extract(rows.texts)
+                chunk_entities = self._extract_entities(rows)
             writer = AbstractWriter(self.config.summary_words, self.llm)
             first_abs = len(self._abs_level)
             abs_entities: list[list[str]] = []
@@ -763,6 +806,42 @@ class BridgeRAG:
                 self.report.counts["llm summaries"] = writer.llm_calls - writer.llm_failures
                 self.report.counts["llm failures"] = writer.llm_failures
 
+    def _embed(self, texts: list[str]) -> FloatMatrix:
+        """Embeds chunk texts in batches, with a progress bar."""
+        batch = 256
+        parts = []
+        with tqdm(
+            total=len(texts), desc="embedding", unit="chunk", disable=not self.show_progress, leave=False
+        ) as bar:
+            for start in range(0, len(texts), batch):
+                parts.append(self.embedder.embed_documents(texts[start : start + batch]))
+                bar.update(len(parts[-1]))
+        if not parts:
+            return np.zeros((0, self.embedder.dimension), dtype=np.float32)
+        return np.ascontiguousarray(np.vstack(parts), dtype=np.float32)
+
+    def _extract_entities(self, rows: _Rows) -> list[list[str]]:
+        """Entities per chunk: NER over the text, plus the document title when metadata has one."""
+        found: list[list[str]] = []
+        batch = 256
+        bar = tqdm(
+            total=len(rows.texts),
+            desc="extracting entities",
+            unit="chunk",
+            disable=not self.show_progress,
+            leave=False,
+        )
+        for start in range(0, len(rows.texts), batch):
+            found += self.entity_extractor.extract(rows.texts[start : start + batch])
+            bar.update(min(batch, len(rows.texts) - start))
+        bar.close()
+        if self.config.title_entities:
+            for i, meta in enumerate(rows.metadatas):
+                title = meta.get("title")
+                if isinstance(title, str) and title.strip():
+                    found[i] = list(dict.fromkeys([*title_entities(title), *found[i]]))
+        return found
+
     def _build_levels(
         self, level_nodes: list[int], weights: npt.NDArray[np.float64], writer: AbstractWriter
     ) -> None:
@@ -820,17 +899,28 @@ class BridgeRAG:
 
     # ------------------------------------------------------------------ internals: query
     def _match_entities(self, text: str) -> dict[str, list[int]]:
-        probes = [g for g in query_ngrams(text, self.config.max_ngram) if not _all_stopwords(g)]
-        if self.config.query_ner:
-            probes += self.entity_extractor.extract([text])[0]
-        probes = list(dict.fromkeys(p for p in probes if p))
+        """Query entities found in the filter, with their abstract lists.
+
+        Probes are the query's n-grams (longest first) and, with ``query_ner``, the entities
+        the extractor finds. With ``longest_match`` an n-gram inside a longer matched n-gram
+        is dropped ("west virginia" inside "johnnycake west virginia"); NER entities stay.
+        """
+        grams = [g for g in query_ngrams(text, self.config.max_ngram) if not _all_stopwords(g)]
+        ner = self.entity_extractor.extract([text])[0] if self.config.query_ner else []
+        probes = list(dict.fromkeys(p for p in [*grams, *ner] if p))
         if not probes:
             return {}
         offsets, ids = self._filter.lookup_many(probes)
         matched: dict[str, list[int]] = {}
+        kept: list[str] = []
+        ner_set = set(ner)
         for i, p in enumerate(probes):
-            if offsets[i + 1] > offsets[i]:
-                matched[p] = ids[offsets[i] : offsets[i + 1]].tolist()
+            if offsets[i + 1] == offsets[i]:
+                continue
+            if self.config.longest_match and p not in ner_set and any(f" {p} " in f" {q} " for q in kept):
+                continue
+            kept.append(p)
+            matched[p] = ids[offsets[i] : offsets[i + 1]].tolist()
         return matched
 
     def _entity_scores(self, matched: Mapping[str, list[int]]) -> dict[int, float]:
@@ -843,6 +933,88 @@ class BridgeRAG:
                 scores[a] = scores.get(a, 0.0) + idf[m] / total
         return scores
 
+    def _bridge_scores(
+        self, seeds: list[int], ent_score: Mapping[int, float], query_vector: FloatMatrix, matched: set[str]
+    ) -> dict[int, float]:
+        """Second-hop entity evidence: abstracts that share rare entities with the best seeds.
+
+        The best ``bridge_seeds`` seed abstracts (cosine plus entity evidence) lend their other
+        entities; each is looked up in the filter (O(1)), and an abstract scores the summed IDF
+        of the bridge entities it mentions, relative to the IDF of an entity found once.
+        """
+        cfg = self.config
+        if cfg.bridge_weight <= 0 or cfg.bridge_seeds <= 0 or not seeds:
+            return {}
+        seed_arr = np.asarray(seeds, dtype=np.int64)
+        qn = query_vector / max(float(np.linalg.norm(query_vector)), 1e-12)
+        s_score = self._abs_matrix[seed_arr] @ qn + cfg.entity_weight * np.array(
+            [ent_score[a] for a in seeds]
+        )
+        top = seed_arr[np.lexsort((seed_arr, -s_score))][: cfg.bridge_seeds].tolist()
+        ents = list(dict.fromkeys(e for a in top for e in self._abs_entities[a] if e not in matched))
+        if not ents:
+            return {}
+        offsets, ids = self._filter.lookup_many(ents, touch=False)
+        n = max(1, len(self._abs_level))
+        ref = math.log(1.0 + n)
+        max_df = max(cfg.bridge_max_df, 1)
+        top_set = set(top)
+        scores: dict[int, float] = {}
+        for i in range(len(ents)):
+            df = int(offsets[i + 1] - offsets[i])
+            if df < 2 or df > max_df:
+                continue
+            w = math.log(1.0 + n / df) / ref
+            for a in ids[offsets[i] : offsets[i + 1]].tolist():
+                if a not in top_set:
+                    scores[a] = min(1.0, scores.get(a, 0.0) + w)
+        return scores
+
+    def _tree_scores(self, seeds: list[int], ent_score: Mapping[int, float], depth: int) -> dict[int, float]:
+        """Support of each expanded ancestor: its best seed's entity evidence, decayed per level."""
+        cfg = self.config
+        if cfg.tree_weight <= 0 or depth <= 0:
+            return {}
+        parent = self._parents()
+        support: dict[int, float] = {}
+        for s in seeds:
+            node, w = s, ent_score.get(s, 0.0)
+            for _ in range(depth):
+                node = int(parent[node])
+                if node < 0:
+                    break
+                w *= cfg.tree_decay
+                if w > support.get(node, 0.0):
+                    support[node] = w
+        return support
+
+    def _lookup_tree(
+        self, abstracts: npt.NDArray[np.int64], support: Mapping[int, float], depth: int
+    ) -> npt.NDArray[np.float64]:
+        out = np.zeros(len(abstracts), dtype=np.float64)
+        if not support:
+            return out
+        parent = self._parents()
+        cache: dict[int, float] = {}
+        for i, a in enumerate(abstracts.tolist()):
+            if a not in cache:
+                node, best = a, 0.0
+                for _ in range(depth):
+                    node = int(parent[node])
+                    if node < 0:
+                        break
+                    best = max(best, support.get(node, 0.0))
+                cache[a] = best
+            out[i] = cache[a]
+        return out
+
+    def _parents(self) -> npt.NDArray[np.int32]:
+        cached = self._parent_cache
+        if cached is None or len(cached) != len(self._abs_level):
+            cached = np.asarray(self._forest.arrays()["parent"], dtype=np.int32)
+            self._parent_cache = cached
+        return cached
+
     def _reached_through(self, abstract_id: int, node_hops: Mapping[int, int]) -> tuple[int | None, int]:
         """The nearest expanded ancestor (or the node itself) and its hop count."""
         node = abstract_id
@@ -852,12 +1024,27 @@ class BridgeRAG:
             node = self._forest.parent(node)
         return None, 0
 
-    def _dense(self, query_vector: FloatMatrix, k: int, *, fallback: str) -> list[Retrieved]:
+    def _dense_rows(self, query_vector: FloatMatrix, k: int) -> list[tuple[int, float]]:
+        """Nearest live rows, with their cosine similarity.
+
+        Up to ``exact_search_max_rows`` rows this is an exact C++ scan of the in-memory matrix
+        (no Chroma round trip); above it, Chroma's HNSW index answers.
+        """
+        matrix, alive = self._matrix, self._alive
+        if len(alive) <= self.config.exact_search_max_rows:
+            rows = np.flatnonzero(alive)
+            ids, sims = top_k_cosine(query_vector, matrix, rows, k)
+            return list(zip(ids.tolist(), sims.tolist(), strict=True))
         out = []
         for hit_id, sim, _, _ in self.store.query(query_vector, k):
             row = self._id_to_row.get(hit_id)
-            if row is None:
-                continue
+            if row is not None and row < len(alive) and alive[row]:
+                out.append((row, sim))
+        return out
+
+    def _dense(self, query_vector: FloatMatrix, k: int, *, fallback: str) -> list[Retrieved]:
+        out = []
+        for row, sim in self._dense_rows(query_vector, k):
             out.append(
                 self._result(
                     row,
@@ -935,6 +1122,7 @@ class BridgeRAG:
             self.save(self.persist_path)
 
     def _restore(self, files: Mapping[str, bytes]) -> None:
+        self._parent_cache = None
         try:
             self._filter = CuckooFilter.from_bytes(files["filter.bin"])
             self._forest = AbstractForest.from_bytes(files["forest.bin"])
