@@ -1,17 +1,36 @@
 """Type stubs for the compiled core (csrc/bindings.cpp)."""
 
 from collections.abc import Iterable, Sequence
+from typing import Literal, TypedDict
 
 import numpy as np
 import numpy.typing as npt
 
 _Ints = Iterable[int] | npt.NDArray[np.integer]
+_Floats = Iterable[float] | npt.NDArray[np.floating] | npt.NDArray[np.integer]
+
+class _MergedIntervals(TypedDict):  # stub only: the runtime type is core.fusion.MergedIntervals
+    group: npt.NDArray[np.int64]
+    start: npt.NDArray[np.int64]
+    end: npt.NDArray[np.int64]
+    score: npt.NDArray[np.float32]
+    best_index: npt.NDArray[np.int64]
+    members: npt.NDArray[np.int64]
 
 def hash_bytes(data: bytes, seed: int = 0) -> int: ...
 def hash_string(text: str, seed: int = 0) -> int: ...
 def top_k_cosine(
     query: npt.ArrayLike, matrix: npt.NDArray[np.float32], candidate_ids: _Ints, k: int
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]: ...
+def fuse_weighted(
+    list_offsets: _Ints, unit_ids: _Ints, scores: _Floats, weights: _Floats, k: int = 0
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]: ...
+def rrf_fuse(
+    list_offsets: _Ints, unit_ids: _Ints, k_rrf: float = 60.0, k: int = 0
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]: ...
+def merge_intervals(
+    groups: _Ints, starts: _Ints, ends: _Ints, scores: _Floats, mode: Literal["union", "keep_best"] = "union"
+) -> _MergedIntervals: ...
 
 class CuckooFilter:
     def __init__(

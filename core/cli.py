@@ -34,9 +34,14 @@ def _cmd_bench_filter(args: argparse.Namespace) -> int:
 def _cmd_bench(args: argparse.Namespace) -> int:
     import json
 
-    from core.bridge_benchmark import run_bridge_benchmark
+    if args.suite == "umg":
+        from core.umg_benchmark import run_umg_benchmark
 
-    out = run_bridge_benchmark(args.dataset, depths=args.depths, seed=args.seed, sample=args.sample)
+        out = run_umg_benchmark(args.dataset, seed=args.seed, sample=args.sample, splade=args.splade)
+    else:
+        from core.bridge_benchmark import run_bridge_benchmark
+
+        out = run_bridge_benchmark(args.dataset, depths=args.depths, seed=args.seed, sample=args.sample)
     print(
         f"\n{out['dataset']}: {out['questions']} questions, {out['passages']:,} passages indexed "
         "one document "
@@ -44,8 +49,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     )
     print(out["table"])
     b = out["build"]
+    built = b.get("bridge_build_s", b.get("umg_build_s", 0.0))
     print(
-        f"\nbuild: Bridge {b['bridge_build_s']:.1f} s; "
+        f"\nbuild: {args.suite} index {built:.1f} s; "
         f"embedding the corpus once {b['embed_corpus_once_s']:.1f} s; "
         f"ratio {b['build_over_embed']:.2f}x"
     )
@@ -109,6 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--seed", type=int, default=0, help="corpus shuffle seed (default 0)")
     bench.add_argument("--sample", type=int, default=None, help="use a seeded sample of N questions")
+    bench.add_argument(
+        "--suite",
+        choices=["bridge", "umg"],
+        default="bridge",
+        help="bridge: dense and Bridge-RAG; umg: BM25, dense, SPLADE, RRF, UMG and UMGP (default bridge)",
+    )
+    bench.add_argument("--splade", action="store_true", help="umg suite: add the SPLADE expert (slow on CPU)")
     bench.add_argument("--out", help="also write the figures as JSON to this file")
     bench.set_defaults(func=_cmd_bench)
     return parser

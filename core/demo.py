@@ -19,7 +19,7 @@ def _show_result(rank: int, r_text: str, meta: dict[str, Any]) -> None:
     entities = ", ".join(str(e) for e in meta.get("matched_entities") or []) or "-"
     path = (
         f"entities [{entities}] -> abstract {meta.get('abstract_id')} (level {meta.get('abstract_level')}, "
-        f"depth {meta.get('depth')}, via {meta.get('source')})"
+        f"depth {meta.get('depth')}, via {meta.get('found_by')})"
     )
     if meta.get("fallback"):
         path += f" [fallback: {meta.get('fallback')}]"

@@ -87,6 +87,7 @@ def _read_jsonl(path: Path, required: dict[str, type | tuple[type, ...]]) -> lis
                     raise ValueError(
                         f"{path}:{lineno}: field {key!r} has the wrong type ({type(row[key]).__name__})"
                     )
+            row["_line"] = lineno
             rows.append(row)
     if not rows:
         raise ValueError(f"{path} holds no rows")
@@ -121,15 +122,14 @@ def load_dataset(directory: str | Path) -> Dataset:
         {"id": str, "question": str, "answer": (str, int, float), "supporting_ids": list},
     )
     questions = []
-    for lineno, q in enumerate(raw, start=1):
+    for q in raw:
+        where = f"{root / 'questions.jsonl'}:{q['_line']}"
         missing = [s for s in q["supporting_ids"] if s not in known]
         if missing:
-            raise ValueError(
-                f"{root / 'questions.jsonl'}: question {q['id']!r} cites unknown passage {missing[0]!r}"
-            )
+            raise ValueError(f"{where}: question {q['id']!r} cites unknown passage {missing[0]!r}")
         aliases = q.get("answer_aliases") or []
         if not isinstance(aliases, list):
-            raise ValueError(f"{root / 'questions.jsonl'}:{lineno}: field 'answer_aliases' must be a list")
+            raise ValueError(f"{where}: field 'answer_aliases' must be a list")
         questions.append(
             Question(
                 id=q["id"],

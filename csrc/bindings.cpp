@@ -15,6 +15,8 @@
 #include "bridge/common.hpp"
 #include "bridge/cuckoo_filter.hpp"
 #include "bridge/forest.hpp"
+#include "bridge/fusion.hpp"
+#include "bridge/intervals.hpp"
 #include "bridge/scoring.hpp"
 
 namespace py = pybind11;
@@ -91,8 +93,52 @@ std::vector<std::uint32_t> id_vector(const py::handle& obj, const char* what) {
 
 }  // namespace
 
+// ---------------------------------------------------------------------- fusion helpers
+namespace {
+
+/// A real-valued array-like as float32 (copied only when the dtype or layout differs),
+/// rejecting bools, complex numbers, strings and objects.
+py::array_t<float> float_array(const py::handle& obj, const char* what) {
+    py::module_ np = py::module_::import("numpy");
+    py::array arr = np.attr("asarray")(obj);
+    if (arr.size() == 0) return py::array_t<float>(0);
+    const char kind = arr.dtype().kind();
+    if (kind != 'f' && kind != 'i' && kind != 'u')
+        throw py::type_error(std::string(what) + " must be real numbers, got dtype " +
+                             py::str(arr.dtype()).cast<std::string>());
+    if (arr.ndim() != 1) throw py::value_error(std::string(what) + " must be one-dimensional");
+    return py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(arr);
+}
+
+/// Checks k >= 0 and converts it (0 means "all").
+std::size_t top_k_arg(long long k) {
+    if (k < 0) throw py::value_error("k must be >= 0 (0 returns all units), got " + std::to_string(k));
+    return static_cast<std::size_t>(k);
+}
+
+/// Validated CSR list offsets: at least one entry ([0] for no lists).
+py::array_t<std::int64_t> list_offsets_array(const py::handle& obj) {
+    auto off = int_array(obj, "list_offsets");
+    if (off.size() == 0)
+        throw py::value_error("list_offsets must have len(lists) + 1 entries, starting at 0 ([0] for no lists)");
+    return off;
+}
+
+/// (unit ids, fused scores) as two numpy arrays.
+py::tuple fused_to_numpy(const std::vector<bridge::FusedUnit>& fused) {
+    std::vector<std::int64_t> ids(fused.size());
+    std::vector<float> scores(fused.size());
+    for (std::size_t i = 0; i < fused.size(); ++i) {
+        ids[i] = fused[i].first;
+        scores[i] = fused[i].second;
+    }
+    return py::make_tuple(to_numpy(std::move(ids)), to_numpy(std::move(scores)));
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_native, m) {
-    m.doc() = "C++ core of bridge-rag: cuckoo filter, abstract forest, candidate scoring.";
+    m.doc() = "C++ core of bridge-rag: cuckoo filter, abstract forest, candidate scoring, rank fusion, interval merging.";
     py::register_exception_translator([](std::exception_ptr p) {
         try {
             if (p) std::rethrow_exception(p);
@@ -398,4 +444,114 @@ PYBIND11_MODULE(_native, m) {
         },
         py::arg("query"), py::arg("matrix"), py::arg("candidate_ids"), py::arg("k"),
         "Top-k cosine of `query` against `matrix[candidate_ids]` (rows L2-normalised). Returns (ids, scores).");
+
+    // ------------------------------------------------------------------ fusion (UMG-RAG)
+    m.def(
+        "fuse_weighted",
+        [](const py::handle& list_offsets, const py::handle& unit_ids, const py::handle& scores,
+           const py::handle& weights, long long k) {
+            const std::size_t top = top_k_arg(k);
+            auto off = list_offsets_array(list_offsets);
+            auto ids = int_array(unit_ids, "unit_ids");
+            auto sc = float_array(scores, "scores");
+            auto w = float_array(weights, "weights");
+            if (sc.size() != ids.size())
+                throw py::value_error("scores must have one entry per unit id (" + std::to_string(ids.size()) +
+                                      "), got " + std::to_string(sc.size()));
+            const auto n_lists = static_cast<std::size_t>(off.size() - 1);
+            if (static_cast<std::size_t>(w.size()) != n_lists)
+                throw py::value_error("weights must have one entry per list (len(list_offsets) - 1 = " +
+                                      std::to_string(n_lists) + "), got " + std::to_string(w.size()));
+            const std::int64_t* op = off.data();
+            const std::int64_t* ip = ids.data();
+            const float* sp = sc.data();
+            const float* wp = w.data();
+            const auto n_items = static_cast<std::size_t>(ids.size());
+            std::vector<bridge::FusedUnit> fused;
+            {
+                py::gil_scoped_release nogil;
+                fused = bridge::fuse_weighted(op, n_lists, ip, sp, n_items, wp, top);
+            }
+            return fused_to_numpy(fused);
+        },
+        py::arg("list_offsets"), py::arg("unit_ids"), py::arg("scores"), py::arg("weights"), py::arg("k") = 0,
+        "Weighted score fusion of CSR-packed ranked lists. Returns (unit_ids, fused) of the top k (0: all).");
+    m.def(
+        "rrf_fuse",
+        [](const py::handle& list_offsets, const py::handle& unit_ids, double k_rrf, long long k) {
+            const std::size_t top = top_k_arg(k);
+            auto off = list_offsets_array(list_offsets);
+            auto ids = int_array(unit_ids, "unit_ids");
+            const auto n_lists = static_cast<std::size_t>(off.size() - 1);
+            const std::int64_t* op = off.data();
+            const std::int64_t* ip = ids.data();
+            const auto n_items = static_cast<std::size_t>(ids.size());
+            std::vector<bridge::FusedUnit> fused;
+            {
+                py::gil_scoped_release nogil;
+                fused = bridge::rrf(op, n_lists, ip, n_items, k_rrf, top);
+            }
+            return fused_to_numpy(fused);
+        },
+        py::arg("list_offsets"), py::arg("unit_ids"), py::arg("k_rrf") = 60.0, py::arg("k") = 0,
+        "Reciprocal rank fusion of CSR-packed ranked lists. Returns (unit_ids, scores) of the top k (0: all).");
+    m.def(
+        "merge_intervals",
+        [](const py::handle& groups, const py::handle& starts, const py::handle& ends, const py::handle& scores,
+           const std::string& mode) {
+            bridge::MergeMode mm;
+            if (mode == "union") {
+                mm = bridge::MergeMode::kUnion;
+            } else if (mode == "keep_best") {
+                mm = bridge::MergeMode::kKeepBest;
+            } else {
+                throw py::value_error("mode must be 'union' or 'keep_best', got '" + mode + "'");
+            }
+            auto g = int_array(groups, "groups");
+            auto s = int_array(starts, "starts");
+            auto e = int_array(ends, "ends");
+            auto sc = float_array(scores, "scores");
+            const auto n = static_cast<std::size_t>(g.size());
+            if (static_cast<std::size_t>(s.size()) != n || static_cast<std::size_t>(e.size()) != n ||
+                static_cast<std::size_t>(sc.size()) != n)
+                throw py::value_error("groups, starts, ends and scores must have the same length, got " +
+                                      std::to_string(n) + ", " + std::to_string(s.size()) + ", " +
+                                      std::to_string(e.size()) + " and " + std::to_string(sc.size()));
+            const std::int64_t* gp = g.data();
+            const std::int64_t* sp = s.data();
+            const std::int64_t* ep = e.data();
+            const float* scp = sc.data();
+            std::vector<std::int64_t> o_group, o_start, o_end, o_best, o_members;
+            std::vector<float> o_score;
+            {
+                py::gil_scoped_release nogil;
+                const auto merged = bridge::merge_intervals(gp, sp, ep, scp, n, mm);
+                const std::size_t r = merged.size();
+                o_group.resize(r);
+                o_start.resize(r);
+                o_end.resize(r);
+                o_score.resize(r);
+                o_best.resize(r);
+                o_members.resize(r);
+                for (std::size_t i = 0; i < r; ++i) {
+                    o_group[i] = merged[i].group;
+                    o_start[i] = merged[i].start;
+                    o_end[i] = merged[i].end;
+                    o_score[i] = merged[i].score;
+                    o_best[i] = merged[i].best_index;
+                    o_members[i] = merged[i].members;
+                }
+            }
+            py::dict d;
+            d["group"] = to_numpy(std::move(o_group));
+            d["start"] = to_numpy(std::move(o_start));
+            d["end"] = to_numpy(std::move(o_end));
+            d["score"] = to_numpy(std::move(o_score));
+            d["best_index"] = to_numpy(std::move(o_best));
+            d["members"] = to_numpy(std::move(o_members));
+            return d;
+        },
+        py::arg("groups"), py::arg("starts"), py::arg("ends"), py::arg("scores"), py::arg("mode") = "union",
+        "Merges scored half-open intervals within groups ('union' or 'keep_best'). Returns a dict of arrays.");
+    // ------------------------------------------------------------------ end fusion (UMG-RAG)
 }

@@ -47,7 +47,7 @@ class DenseRetriever:
                 id=hit_id,
                 text=doc,
                 score=sim,
-                metadata={**meta, "strategy": self.name, "score": sim, "source": "dense"},
+                metadata={**meta, "strategy": self.name, "score": sim, "found_by": "dense"},
             )
             for hit_id, sim, doc, meta in self.store.query(query_vector, k)
         ]

@@ -139,6 +139,17 @@ class BridgeConfig:
     max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
 
     def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("int", "int | None") and not (
+                (isinstance(value, int) and not isinstance(value, bool))
+                or (value is None and f.type == "int | None")
+            ):
+                raise TypeError(f"BridgeConfig: {f.name} must be an int, got {value!r}")
+            if f.type == "float" and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise TypeError(f"BridgeConfig: {f.name} must be a number, got {value!r}")
+            if f.type == "bool" and not isinstance(value, bool):
+                raise TypeError(f"BridgeConfig: {f.name} must be a bool, got {value!r}")
         checks: list[tuple[str, bool]] = [
             ("chunk_size must be >= 1", self.chunk_size >= 1),
             ("chunk_overlap must be >= 0 and below chunk_size", 0 <= self.chunk_overlap < self.chunk_size),
@@ -444,6 +455,7 @@ class BridgeRAG:
         """
         if isinstance(doc_ids, str):
             raise TypeError("doc_ids must be a sequence of ids, not a single string; wrap it in a list")
+        doc_ids = list(doc_ids)
         with self._lock:
             rows = sorted({r for d in doc_ids for r in self._doc_rows.get(d, [])})
             if not rows:
@@ -487,8 +499,9 @@ class BridgeRAG:
 
         Returns:
             Results, best first, with provenance metadata: ``matched_entities``,
-            ``abstract_id``, ``abstract_level``, ``depth``, ``score``, ``cosine``,
-            ``entity_score``, ``source`` (entity / tree / dense) and ``fallback``.
+            ``abstract_id``, ``abstract_level``, ``depth``, ``score`` and its parts (``cosine``,
+            ``entity_score``, ``bridge_score``, ``tree_score``), ``found_by`` (entity / tree /
+            bridge / dense), ``fallback``, and ``doc_id``.
 
         Raises:
             TypeError: ``query`` is not a str, ``k`` or ``depth`` not an int, or an unknown option.
@@ -552,7 +565,6 @@ class BridgeRAG:
         order = np.lexsort((ids, -total))[:k]
         seed_set = set(seeds)
         node_hops = dict(zip(nodes.tolist(), hops.tolist(), strict=True))
-        dense_set = set(dense_rows)
         out: list[Retrieved] = []
         for i in order:
             row, a = int(ids[i]), int(abstracts[i])
@@ -561,16 +573,18 @@ class BridgeRAG:
                 source = "entity"
             elif via is not None:
                 source = "tree"
-            elif row in dense_set:
+            elif a in bridged:
+                source = "bridge"
+            else:
                 source = "dense"
-            else:  # pragma: no cover - every candidate comes from the tree or the dense pool
-                source = "tree"
             out.append(
                 self._result(
                     row,
                     float(total[i]),
                     cosine=float(cos[i]),
                     entity_score=float(boost[i]),
+                    bridge_score=float(bridge[i]),
+                    tree_score=float(tree_s[i]),
                     matched=sorted(m for m, abs_ids in matched.items() if a in abs_ids),
                     abstract_id=a if via is None else via,
                     depth=0 if a in seed_set else via_hops,
@@ -1068,23 +1082,28 @@ class BridgeRAG:
         cosine: float,
         entity_score: float,
         matched: list[str],
+        bridge_score: float = 0.0,
+        tree_score: float = 0.0,
         abstract_id: int,
         depth: int,
         source: str,
         fallback: str | None,
     ) -> Retrieved:
         meta = dict(self._rows.metadatas[row])
+        meta.setdefault(DOC_ID_KEY, self._rows.doc_ids[row])
         meta.update(
             {
                 "strategy": self.name,
                 "score": score,
                 "cosine": cosine,
                 "entity_score": entity_score,
+                "bridge_score": bridge_score,
+                "tree_score": tree_score,
                 "matched_entities": matched,
                 "abstract_id": abstract_id,
                 "abstract_level": self._abs_level[abstract_id],
                 "depth": depth,
-                "source": source,
+                "found_by": source,
                 "fallback": fallback,
             }
         )
@@ -1163,7 +1182,13 @@ class BridgeRAG:
                 "the index files disagree with each other (sizes or dimensions); rebuild the index"
             )
         live_ids = [ids[i] for i in range(n) if alive[i]]
-        stored = self.store.get(live_ids, include_embeddings=False) if live_ids else None
+        try:
+            stored = self.store.get(live_ids, include_embeddings=False) if live_ids else None
+        except KeyError as exc:
+            raise ValueError(
+                f"the Chroma collection {self.store.name!r} does not hold the indexed chunks "
+                f"({exc.args[0]}); pass the collection the index was built over, or rebuild the index"
+            ) from exc
         texts = [""] * n
         metas: list[dict[str, Any]] = [{} for _ in range(n)]
         if stored is not None:

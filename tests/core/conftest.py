@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from uuid import uuid4
 
@@ -109,8 +109,17 @@ def unique_name(prefix: str = "t") -> str:
 
 
 @pytest.fixture(scope="session")
-def real_embedder() -> SentenceTransformerEmbedder:
-    return SentenceTransformerEmbedder()
+def real_embedder() -> Iterator[SentenceTransformerEmbedder]:
+    # One intra-op thread: single-query forward passes are several times faster on a small,
+    # shared machine (no spin-waiting pool), and batch embedding barely slows down.
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield SentenceTransformerEmbedder()
+    finally:
+        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")
@@ -166,9 +175,7 @@ def demo_rag(demo_docs: list[Document], embedder: CachingEmbedder, extractor: En
 
 
 @pytest.fixture
-def make_rag(
-    embedder: CachingEmbedder, extractor: EntityExtractor
-) -> Callable[..., BridgeRAG]:
+def make_rag(embedder: CachingEmbedder, extractor: EntityExtractor) -> Callable[..., BridgeRAG]:
     """Builds a BridgeRAG over documents in a fresh in-memory collection (real model + spaCy)."""
 
     def build(docs: Sequence[Document], **kwargs: Any) -> BridgeRAG:

