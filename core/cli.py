@@ -105,9 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser(
         "bench",
-        help="benchmark dense retrieval and Bridge-RAG on a dataset directory",
-        description="Benchmark dense retrieval and Bridge-RAG (several depths) on DATASET_DIR "
-        "(corpus.jsonl + questions.jsonl), in one run over the same Chroma collection.",
+        help="benchmark a strategy and its baselines on a dataset directory",
+        description="Benchmark on DATASET_DIR (corpus.jsonl + questions.jsonl), in one run over one Chroma "
+        "collection: --suite bridge measures dense retrieval and Bridge-RAG at several depths; --suite umg "
+        "measures BM25, dense, SPLADE (--splade), hybrid RRF, UMG-RAG and UMGP-RAG.",
     )
     bench.add_argument("dataset", help="dataset directory, e.g. ../shared/data/musique")
     bench.add_argument(

@@ -15,9 +15,9 @@ LlamaIndex ``ParentPromotionPostprocessor`` map their documents or nodes to
 
 Example:
     >>> text = "One. Two. Three. Four. Five. Six."
-    >>> hit = PromotionItem(doc_id="d", start=10, end=16, score=0.9, text="Three.", id="d#2")
-    >>> [p.text for p in promote_to_parents([hit], {"d": text}, parent_size=3, stride=1)]
-    ['Two. Three. Four.']
+    >>> hit = PromotionItem(doc_id="d", start=17, end=22, score=0.9, text="Four.", id="d#3")
+    >>> [(p.text, p.id, p.promoted) for p in promote_to_parents([hit], {"d": text}, parent_size=3, stride=3)]
+    [('Four. Five. Six.', 'd::s3-6', True)]
 """
 
 from __future__ import annotations
@@ -123,11 +123,8 @@ class _Span:
     end: int
     sent_start: int = -1
     sent_end: int = -1
-    doc_id: str = ""  # set when a document text backs the span
-
-    @property
-    def known(self) -> bool:
-        return bool(self.doc_id)
+    doc_id: str = ""
+    known: bool = False  # a document text backs the span
 
 
 def _check_int(name: str, value: object, low: int) -> int:
@@ -138,8 +135,11 @@ def _check_int(name: str, value: object, low: int) -> int:
     return value
 
 
-def _is_offset(value: object) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+def _offset(value: object) -> int | None:
+    """``value`` as an int when it is an integer (bools are not), else None."""
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        return int(value)
+    return None
 
 
 def _covered(sentences: Sequence[tuple[int, int]], start: int, end: int) -> tuple[int, int]:
@@ -191,8 +191,9 @@ def promote_to_parents(
       their union.
 
     Items pass through unchanged (``promoted=False``, never merged) when their ``doc_id`` is
-    None or missing from ``texts``, when an offset is missing, or when their span does not
-    lie within the document (``0 <= start <= end <= len(text)``) or covers no sentence.
+    None or missing from ``texts``, when an offset is missing, or when their span is empty,
+    does not lie within the document (``0 <= start < end <= len(text)``) or covers no
+    sentence.
 
     Args:
         items: The hits, in any order (usually a retriever's ranking).
@@ -267,19 +268,18 @@ def _locate(
     item: PromotionItem, texts: Mapping[str, str], sentences: dict[str, list[tuple[int, int]]]
 ) -> _Span:
     """The item's span and the sentences it covers (``known=False`` when it passes through)."""
-    start, end, doc_id = item.start, item.end, item.doc_id
-    if not (_is_offset(start) and _is_offset(end)):
+    s0, e0, doc_id = _offset(item.start), _offset(item.end), item.doc_id
+    if s0 is None or e0 is None:
         return _Span(group=-1, start=0, end=0)
-    s0, e0 = int(start), int(end)  # type: ignore[arg-type]
     text = texts.get(doc_id) if isinstance(doc_id, str) else None
-    if text is None or not 0 <= s0 <= e0 <= len(text):
+    if text is None or doc_id is None or not 0 <= s0 < e0 <= len(text):
         return _Span(group=-1, start=max(0, s0), end=max(0, s0, e0))
     if doc_id not in sentences:
         sentences[doc_id] = split_sentences(text)
     first, last = _covered(sentences[doc_id], s0, e0)
     if last == first:
         return _Span(group=-1, start=s0, end=e0)
-    return _Span(group=-1, start=s0, end=e0, sent_start=first, sent_end=last, doc_id=doc_id)
+    return _Span(group=-1, start=s0, end=e0, sent_start=first, sent_end=last, doc_id=doc_id, known=True)
 
 
 def _visit_order(indices: Iterable[int], scores: npt.NDArray[np.float32]) -> list[int]:
@@ -448,10 +448,10 @@ def texts_from_store(
     stored = store.get(include_embeddings=False)
     spans: list[tuple[str, int, int, str]] = []
     for text, meta in zip(stored.texts, stored.metadatas, strict=True):
-        doc_id, start = meta.get(doc_id_key), meta.get(start_key)
-        if doc_id is None or not _is_offset(start):
+        doc_id, start = meta.get(doc_id_key), _offset(meta.get(start_key))
+        if doc_id is None or start is None:
             continue
-        end = meta.get(end_key, int(start) + len(text))
-        if _is_offset(end):
-            spans.append((str(doc_id), int(start), int(end), text))
+        end = _offset(meta.get(end_key, start + len(text)))
+        if end is not None:
+            spans.append((str(doc_id), start, end, text))
     return texts_from_spans(spans)

@@ -26,6 +26,7 @@ import chromadb
 from langchain_chroma import Chroma
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever
 
 from core.demo_data import load_demo_corpus, load_demo_questions
 from core.embed import SentenceTransformerEmbedder
@@ -90,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print()
 
     # Before: the app's dense retriever.
-    retriever = vectorstore.as_retriever(search_kwargs={"k": args.k})
+    retriever: BaseRetriever = vectorstore.as_retriever(search_kwargs={"k": args.k})
     show("vectorstore.as_retriever()", retriever.invoke(args.question), needed)
     print()
 

@@ -188,6 +188,12 @@ class BridgeRetriever(StrategyRetriever):
         return ids
 
     def delete_documents(self, ids: Sequence[str]) -> int:
-        """Removes documents by id; returns how many chunks were removed."""
+        """Removes documents by id; returns how many chunks were removed.
+
+        Raises:
+            TypeError: ``ids`` is a single string (wrap it in a list).
+        """
+        if isinstance(ids, str):
+            raise TypeError("ids must be a sequence of document ids, not a single string; wrap it in a list")
         removed: int = self.strategy.delete_documents(list(ids))
         return removed

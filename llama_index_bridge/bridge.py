@@ -176,9 +176,14 @@ class BridgeRetriever(StrategyRetriever):
         """Saves the Bridge structures atomically (Chroma keeps the chunks)."""
         self.strategy.save(persist_dir)
 
-    def insert(self, documents: Sequence[BaseNode]) -> list[str]:
-        """Indexes more documents without a rebuild; returns their document ids."""
-        ids: list[str] = self.strategy.add_documents([from_llama_document(d) for d in documents])
+    def insert(self, documents: BaseNode | Sequence[BaseNode]) -> list[str]:
+        """Indexes one document (as ``index.insert(doc)``) or several, without a rebuild.
+
+        Returns:
+            The document ids.
+        """
+        docs = [documents] if isinstance(documents, BaseNode) else list(documents)
+        ids: list[str] = self.strategy.add_documents([from_llama_document(d) for d in docs])
         return ids
 
     def delete_ref_doc(self, ref_doc_id: str) -> int:

@@ -57,6 +57,36 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+#: Provenance keys the strategies add to every result; kept in ``node.metadata`` but out of
+#: the prompt by default.
+PROVENANCE_KEYS = frozenset(
+    {
+        "strategy",
+        "score",
+        "cosine",
+        "entity_score",
+        "bridge_score",
+        "tree_score",
+        "matched_entities",
+        "abstract_id",
+        "abstract_level",
+        "depth",
+        "found_by",
+        "fallback",
+        "chunk_order",
+        "start_index",
+        "end_index",
+        "sent_start",
+        "sent_end",
+        "granularity",
+        "granularities",
+        "expert_scores",
+        "confidences",
+        "promoted",
+    }
+)
+
+
 def to_node_with_score(r: Retrieved, *, hidden_metadata_keys: Collection[str] | None = None) -> NodeWithScore:
     """Converts a core retrieval result into a LlamaIndex node with its score.
 
@@ -67,15 +97,20 @@ def to_node_with_score(r: Retrieved, *, hidden_metadata_keys: Collection[str] | 
     Args:
         r: The result.
         hidden_metadata_keys: Metadata keys to keep out of the text the LLM and embedders see
-            (they stay in ``node.metadata``). None hides every key whose value is structured
-            (a dict or list): strategies put provenance there, which is noise in a prompt.
+            (they stay in ``node.metadata``). None hides the strategies' provenance
+            (:data:`PROVENANCE_KEYS`), private keys starting with ``_`` (LlamaIndex's own
+            ``_node_content``) and every structured (dict or list) value: noise in a prompt.
 
     Returns:
         ``NodeWithScore(node=TextNode(text=r.text, id_=r.id, metadata=...), score=r.score)``.
     """
     metadata: dict[str, Any] = _jsonable(r.metadata)
     if hidden_metadata_keys is None:
-        hidden = [key for key, value in metadata.items() if isinstance(value, dict | list)]
+        hidden = [
+            key
+            for key, value in metadata.items()
+            if isinstance(value, dict | list) or key.startswith("_") or key in PROVENANCE_KEYS
+        ]
     else:
         hidden = [key for key in hidden_metadata_keys if key in metadata]
     relationships: dict[NodeRelationship, RelatedNodeInfo | list[RelatedNodeInfo]] = {}

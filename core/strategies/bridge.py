@@ -28,6 +28,7 @@ import math
 import os
 import threading
 import time
+import uuid
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
@@ -417,7 +418,7 @@ class BridgeRAG:
             ids=[stored.ids[i] for i in order],
             doc_ids=[_doc_id_of(stored.ids[i], stored.metadatas[i]) for i in order],
             texts=[stored.texts[i] or "" for i in order],
-            metadatas=[dict(stored.metadatas[i] or {}) for i in order],
+            metadatas=[_public_metadata(stored.metadatas[i]) for i in order],
         )
         rag._extend(rows, _normalise_rows(stored.embeddings[order]), first_build=True)
         return rag
@@ -718,7 +719,8 @@ class BridgeRAG:
                     raise ValueError(f"document {i} (id {doc.id!r}) has no text; remove it or give it text")
                 did = doc.id if doc.id is not None else make_doc_id(doc.text)
                 if did in seen or did in self._doc_rows:
-                    raise ValueError(f"duplicate document id {did!r}; document ids must be unique")
+                    hint = " (two documents have the same text and no id)" if doc.id is None else ""
+                    raise ValueError(f"duplicate document id {did!r}{hint}; document ids must be unique")
                 seen.add(did)
                 doc_ids.append(did)
                 for ch in chunk_document(
@@ -1223,8 +1225,15 @@ def _merge_config(config: BridgeConfig | None, overrides: Mapping[str, Any]) -> 
 
 def _default_store(persist_directory: str | os.PathLike[str] | None, collection_name: str) -> ChunkStore:
     if persist_directory is None:
-        return ChunkStore.ephemeral(collection_name)
+        return ChunkStore.ephemeral(
+            f"{collection_name}-{uuid.uuid4().hex[:8]}"
+        )  # in-memory stores share a client
     root = Path(persist_directory)
+    if (root / "bridge").exists():
+        raise FileExistsError(
+            f"{str(root)!r} already holds a Bridge-RAG index; open it with BridgeRAG.load({str(root)!r}) "
+            "(and add_documents to extend it), or choose another persist_directory"
+        )
     root.mkdir(parents=True, exist_ok=True)
     return ChunkStore.persistent(root / "chroma", collection_name)
 
@@ -1255,6 +1264,14 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, str | int | float | bool) or value is None:
         return value
     return str(value)
+
+
+def _public_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A stored item's metadata without framework-private keys.
+
+    LlamaIndex's ``_node_content`` repeats the whole node as JSON; it must not reach prompts.
+    """
+    return {k: v for k, v in (metadata or {}).items() if not str(k).startswith("_")}
 
 
 def _doc_id_of(item_id: str, metadata: Mapping[str, Any] | None) -> str:

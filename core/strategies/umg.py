@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -82,7 +83,24 @@ class UMGConfig:
     max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
 
     def __post_init__(self) -> None:
-        gs = tuple(int(g) for g in self.granularities)
+        for name in (
+            "k",
+            "candidates",
+            "fine_max",
+            "parent_granularity",
+            "promotion_pool",
+            "max_query_chars",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"UMGConfig: {name} must be an int, got {value!r}")
+        if not isinstance(self.parent_promotion, bool):
+            raise TypeError(f"UMGConfig: parent_promotion must be a bool, got {self.parent_promotion!r}")
+        if isinstance(self.temperature, bool) or not isinstance(self.temperature, int | float):
+            raise TypeError(f"UMGConfig: temperature must be a number, got {self.temperature!r}")
+        if any(isinstance(g, bool) or not isinstance(g, int) for g in self.granularities):
+            raise TypeError(f"UMGConfig: granularities must be ints, got {self.granularities!r}")
+        gs = tuple(self.granularities)
         object.__setattr__(self, "granularities", gs)
         checks = [
             (
@@ -91,7 +109,7 @@ class UMGConfig:
             ),
             ("k must be >= 1", self.k >= 1),
             ("candidates must be >= 1", self.candidates >= 1),
-            ("temperature must be > 0", self.temperature > 0),
+            ("temperature must be a positive finite number", 0 < self.temperature < float("inf")),
             ("parent_granularity must be one of the granularities", self.parent_granularity in gs),
             ("promotion_pool must be >= 1", self.promotion_pool >= 1),
             ("max_query_chars must be >= 1", self.max_query_chars >= 1),
@@ -220,7 +238,7 @@ class UMGRAG:
         emb = as_embedder(embedder)
         if store is None:
             if persist_directory is None:
-                store = ChunkStore.ephemeral(collection_name)
+                store = ChunkStore.ephemeral(f"{collection_name}-{uuid.uuid4().hex[:8]}")
             else:
                 Path(persist_directory).mkdir(parents=True, exist_ok=True)
                 store = ChunkStore.persistent(Path(persist_directory) / "chroma", collection_name)
@@ -265,7 +283,7 @@ class UMGRAG:
         from core.text import make_doc_id
 
         with self._lock:
-            known = set(self._units.doc_ids)
+            known = {d for d, alive in zip(self._units.doc_ids, self._alive, strict=True) if alive}
             pairs: list[tuple[str, str]] = []
             metas: dict[str, dict[str, Any]] = {}
             for i, doc in enumerate(docs):
@@ -314,6 +332,8 @@ class UMGRAG:
             self.store.add(ids, new.texts, vectors, unit_meta, show_progress=self.show_progress)
             self.report.seconds["store"] = self.report.seconds.get("store", 0.0) + time.perf_counter() - t0
             # Append units (ids shift by base).
+            # Order matters for concurrent queries: per-unit arrays grow first, and the
+            # granularity lists (what queries iterate) only reference the new units last.
             u = self._units
             u.doc_ids += new.doc_ids
             u.sent_start += new.sent_start
@@ -322,14 +342,14 @@ class UMGRAG:
             u.char_end += new.char_end
             u.texts += new.texts
             u.granularities += new.granularities
-            for g, members in new.by_granularity.items():
-                u.by_granularity.setdefault(g, []).extend(base + m for m in members)
             self._ids += ids
             self._unit_meta += unit_meta
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             norms[norms == 0] = 1.0
             self._matrix = np.ascontiguousarray(np.vstack([self._matrix, vectors / norms]), dtype=np.float32)
             self._alive = np.concatenate([self._alive, np.ones(len(ids), dtype=bool)])
+            for g, members in new.by_granularity.items():
+                u.by_granularity.setdefault(g, []).extend(base + m for m in members)
             self._parent_of = None
             t0 = time.perf_counter()
             self._index_sparse()
@@ -646,8 +666,12 @@ class UMGRAG:
         if store is None:
             location = meta.get("store", {}).get("location", {})
             name = str(meta.get("store", {}).get("collection", "umg_rag"))
-            if (root / "chroma").is_dir():
-                store = ChunkStore.persistent(root / "chroma", name, create=False)
+            candidates = [root / "chroma", index_dir.parent / "chroma"]
+            if location.get("kind") == "persistent" and location.get("path"):
+                candidates.append(Path(str(location["path"])))
+            found = next((c for c in candidates if c.is_dir()), None)
+            if found is not None:
+                store = ChunkStore.persistent(found, name, create=False)
             elif location.get("kind") == "http":
                 store = ChunkStore.http(str(location.get("host")), int(location.get("port", 8000)), name)
             else:
@@ -706,7 +730,13 @@ class UMGRAG:
         if any(m < 0 or m >= n for members in u.by_granularity.values() for m in members):
             raise ValueError("the index refers to units that do not exist; rebuild the index")
         live = [self._ids[i] for i in range(n) if self._alive[i]]
-        stored = self.store.get(live, include_embeddings=False) if live else None
+        try:
+            stored = self.store.get(live, include_embeddings=False) if live else None
+        except KeyError as exc:
+            raise ValueError(
+                f"the Chroma collection {self.store.name!r} does not hold the indexed units "
+                f"({exc.args[0]}); pass the collection the index was built over, or rebuild the index"
+            ) from exc
         self._unit_meta = [{} for _ in range(n)]
         if stored is not None:
             row = {cid: i for i, cid in enumerate(self._ids)}

@@ -18,6 +18,7 @@ from typing import Any
 import chromadb
 import pytest
 from langchain_chroma import Chroma
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.language_models import FakeListChatModel
 from langchain_core.output_parsers import StrOutputParser
@@ -32,7 +33,16 @@ from core.store import ChunkStore
 from langchain_bridge import BridgeRetriever
 
 #: Provenance keys Bridge-RAG puts on every chunk it returns.
-PROVENANCE_KEYS = ("strategy", "matched_entities", "abstract_id", "abstract_level", "depth", "cosine")
+PROVENANCE_KEYS = (
+    "strategy",
+    "found_by",
+    "matched_entities",
+    "abstract_id",
+    "abstract_level",
+    "depth",
+    "cosine",
+)
+FOUND_BY = {"entity", "tree", "bridge", "dense"}
 
 #: Demo documents of the shared index: those ten demo questions need, plus related distractors.
 SUBSET_IDS = (
@@ -73,10 +83,6 @@ def format_docs(docs: Sequence[Document]) -> str:
         f"{d.page_content}"
         for d in docs
     )
-
-
-def ids_and_scores(docs: Sequence[Document]) -> list[tuple[str | None, float]]:
-    return [(d.id, d.metadata["score"]) for d in docs]
 
 
 def assert_same_results(got: Sequence[Document], expected: Sequence[Document]) -> None:
@@ -154,6 +160,7 @@ def test_invoke_returns_chunks_with_provenance(
         for key in PROVENANCE_KEYS:
             assert key in meta, key
         assert meta["strategy"] == "bridge"
+        assert meta["found_by"] in FOUND_BY
         assert d.id == meta["id"]
         assert isinstance(meta["matched_entities"], list)
         assert isinstance(meta["depth"], int)
@@ -162,6 +169,7 @@ def test_invoke_returns_chunks_with_provenance(
         doc_id = meta["doc_id"]
         assert demo_texts[doc_id][meta["start_index"] : meta["end_index"]] == d.page_content
         assert meta["title"] == demo_texts[doc_id].split("\n", 1)[0]
+        assert meta["source"] == "bridge-rag demo corpus"
         assert isinstance(meta["score"], float)
         assert -1.0 <= meta["cosine"] <= 1.0 + 1e-5
     # The question names Marrowick's observatory: the top result comes through the entity filter.
@@ -395,14 +403,6 @@ def test_delete_a_whole_document(small_retriever: BridgeRetriever) -> None:
     assert "ilse-varga" not in {d.metadata["doc_id"] for d in small_retriever.invoke(query, k=50)}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: langchain_bridge/bridge.py BridgeRetriever.delete_documents calls list(ids), which "
-        "turns a single id string into its characters, so the core's 'pass a list, not a string' "
-        "TypeError never fires and the call silently deletes nothing (or one-letter ids)."
-    ),
-)
 def test_delete_documents_rejects_a_single_string(small_retriever: BridgeRetriever) -> None:
     with pytest.raises(TypeError, match="single string"):
         small_retriever.delete_documents("ilse-varga")
@@ -453,6 +453,37 @@ async def test_chain_ainvoke(retriever: BridgeRetriever, questions: list[str]) -
     )
     assert await chain.ainvoke(questions[7]) == "first"
     assert await chain.abatch(questions[8:10]) == ["second", "first"]
+
+
+class RetrieverEvents(BaseCallbackHandler):
+    """Records what LangChain's callback system reports about retriever runs."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+        self.documents: list[list[Document]] = []
+        self.errors: list[BaseException] = []
+
+    def on_retriever_start(self, serialized: dict[str, Any], query: str, **kwargs: Any) -> None:
+        self.queries.append(query)
+
+    def on_retriever_end(self, documents: Sequence[Document], **kwargs: Any) -> None:
+        self.documents.append(list(documents))
+
+    def on_retriever_error(self, error: BaseException, **kwargs: Any) -> None:
+        self.errors.append(error)
+
+
+async def test_callbacks_see_the_retriever_runs(retriever: BridgeRetriever, questions: list[str]) -> None:
+    events = RetrieverEvents()
+    docs = retriever.invoke(questions[0], config={"callbacks": [events]})
+    adocs = await retriever.ainvoke(questions[1], config={"callbacks": [events]}, k=2)
+    with pytest.raises(ValueError, match="query is empty"):
+        retriever.invoke(" ", config={"callbacks": [events]})
+
+    assert events.queries == [questions[0], questions[1], " "]
+    assert [[d.id for d in run] for run in events.documents] == [[d.id for d in docs], [d.id for d in adocs]]
+    assert len(events.errors) == 1
+    assert isinstance(events.errors[0], ValueError)
 
 
 # --------------------------------------------------------------------------- bad input
@@ -606,19 +637,15 @@ def test_swap_queries_use_the_store_embedding_function(
     assert swap_embeddings.queries[-3:][0] == questions[3]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: core/strategies/bridge.py BridgeRAG._result writes the provenance under "
-        "metadata['source'] ('entity'/'tree'/'dense'), overwriting the document's own 'source' "
-        "(LangChain loaders' and this app's document key)."
-    ),
-)
-def test_swap_keeps_the_original_source_metadata(
+def test_swap_keeps_the_apps_metadata(
     swapped: BridgeRetriever, source_of: dict[str, str], questions: list[str]
 ) -> None:
-    for d in swapped.invoke(questions[0]):
-        assert d.metadata["source"] == source_of[d.id]
+    for q in questions[:3]:
+        for d in swapped.invoke(q):
+            # The app's "source" survives (provenance lives under "found_by"), and names the document.
+            assert d.metadata["source"] == source_of[d.id]
+            assert d.metadata["doc_id"] == source_of[d.id]
+            assert d.metadata["found_by"] in FOUND_BY
 
 
 def test_swap_save_and_load_with_the_apps_collection(
