@@ -28,8 +28,6 @@ import math
 import os
 import threading
 import time
-import uuid
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
@@ -51,13 +49,21 @@ from core.index_dir import (
     array_to_bytes,
     json_from_bytes,
     json_to_bytes,
-    load_index,
     save_index,
 )
 from core.llm import as_llm
 from core.scoring import top_k_cosine
 from core.store import ChunkStore
 from core.strategies.base import DEFAULT_MAX_QUERY_CHARS, check_k, check_query
+from core.strategies.common import (
+    check_embedder,
+    default_store,
+    embed_in_batches,
+    merge_config,
+    open_index,
+    read_from_store,
+    store_from_meta,
+)
 from core.text import chunk_document, make_doc_id, query_ngrams, title_entities
 from core.types import BuildReport, Document, Retrieved
 
@@ -352,11 +358,11 @@ class BridgeRAG:
         Raises:
             ValueError: Empty corpus, documents without text, or duplicate document ids.
         """
-        cfg = _merge_config(config, config_overrides)
+        cfg = merge_config(BridgeConfig, config, config_overrides, "Bridge-RAG")
         docs = list(documents)
         emb = as_embedder(embedder)
         if store is None:
-            store = _default_store(persist_directory, collection_name)
+            store = default_store(persist_directory, collection_name, index_name="bridge", label="Bridge-RAG")
         rag = cls(
             store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=show_progress
         )
@@ -398,7 +404,7 @@ class BridgeRAG:
         Raises:
             ValueError: The collection is empty, or its dimension differs from the embedder's.
         """
-        cfg = _merge_config(config, config_overrides)
+        cfg = merge_config(BridgeConfig, config, config_overrides, "Bridge-RAG")
         emb = as_embedder(embedder)
         rag = cls(
             store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=show_progress
@@ -675,27 +681,12 @@ class BridgeRAG:
             ValueError: Corrupted files, another format version, a dimension mismatch, or a
                 Chroma collection that does not hold the indexed chunks.
         """
-        root = Path(path)
-        index_dir = root / "bridge" if (root / "bridge").is_dir() else root
-        meta, files = load_index(index_dir, kind=INDEX_KIND, version=INDEX_VERSION)
+        root, index_dir, meta, files = open_index(path, "bridge", kind=INDEX_KIND, version=INDEX_VERSION)
         cfg = BridgeConfig.from_dict(meta.get("config", {}))
         emb = as_embedder(embedder)
-        saved_dim = int(meta.get("embedder", {}).get("dimension", -1))
-        if emb.dimension != saved_dim:
-            raise ValueError(
-                f"the index was built with {saved_dim}-dimensional embeddings "
-                f"({meta.get('embedder', {}).get('name')}), but the embedder produces {emb.dimension}; "
-                "pass the embedder the index was built with"
-            )
-        if emb.name != meta.get("embedder", {}).get("name"):
-            warnings.warn(
-                f"the index was built with embedder {meta['embedder'].get('name')!r}, "
-                f"loading with {emb.name!r}",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        check_embedder(emb, meta)
         if store is None:
-            store = _store_from_meta(root, index_dir, meta)
+            store = store_from_meta(root, index_dir, meta, "bridge_rag")
         rag = cls(store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=False)
         rag._restore(files)
         rag.persist_path = index_dir
@@ -736,7 +727,7 @@ class BridgeRAG:
                     rows.texts.append(ch.text)
                     rows.metadatas.append(meta)
         with _timed(self.report, "embed"):
-            embeddings = self._embed(rows.texts)
+            embeddings = embed_in_batches(self.embedder, rows.texts, show_progress=self.show_progress)
         with _timed(self.report, "store"):
             self.store.add(rows.ids, rows.texts, embeddings, rows.metadatas, show_progress=self.show_progress)
         self._extend(rows, _normalise_rows(embeddings), first_build=first_build)
@@ -821,20 +812,6 @@ class BridgeRAG:
             if writer.llm_calls:
                 self.report.counts["llm summaries"] = writer.llm_calls - writer.llm_failures
                 self.report.counts["llm failures"] = writer.llm_failures
-
-    def _embed(self, texts: list[str]) -> FloatMatrix:
-        """Embeds chunk texts in batches, with a progress bar."""
-        batch = 256
-        parts = []
-        with tqdm(
-            total=len(texts), desc="embedding", unit="chunk", disable=not self.show_progress, leave=False
-        ) as bar:
-            for start in range(0, len(texts), batch):
-                parts.append(self.embedder.embed_documents(texts[start : start + batch]))
-                bar.update(len(parts[-1]))
-        if not parts:
-            return np.zeros((0, self.embedder.dimension), dtype=np.float32)
-        return np.ascontiguousarray(np.vstack(parts), dtype=np.float32)
 
     def _extract_entities(self, rows: _Rows) -> list[list[str]]:
         """Entities per chunk: NER over the text, plus the document title when metadata has one."""
@@ -1183,14 +1160,7 @@ class BridgeRAG:
             raise ValueError(
                 "the index files disagree with each other (sizes or dimensions); rebuild the index"
             )
-        live_ids = [ids[i] for i in range(n) if alive[i]]
-        try:
-            stored = self.store.get(live_ids, include_embeddings=False) if live_ids else None
-        except KeyError as exc:
-            raise ValueError(
-                f"the Chroma collection {self.store.name!r} does not hold the indexed chunks "
-                f"({exc.args[0]}); pass the collection the index was built over, or rebuild the index"
-            ) from exc
+        stored = read_from_store(self.store, [ids[i] for i in range(n) if alive[i]], "chunks")
         texts = [""] * n
         metas: list[dict[str, Any]] = [{} for _ in range(n)]
         if stored is not None:
@@ -1213,51 +1183,6 @@ class BridgeRAG:
 
 
 # ---------------------------------------------------------------------- module helpers
-def _merge_config(config: BridgeConfig | None, overrides: Mapping[str, Any]) -> BridgeConfig:
-    base = asdict(config) if config is not None else {}
-    known = {f.name for f in fields(BridgeConfig)}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise TypeError(f"unknown Bridge-RAG setting(s): {', '.join(unknown)}; see BridgeConfig")
-    base.update(overrides)
-    return BridgeConfig(**base)
-
-
-def _default_store(persist_directory: str | os.PathLike[str] | None, collection_name: str) -> ChunkStore:
-    if persist_directory is None:
-        return ChunkStore.ephemeral(
-            f"{collection_name}-{uuid.uuid4().hex[:8]}"
-        )  # in-memory stores share a client
-    root = Path(persist_directory)
-    if (root / "bridge").exists():
-        raise FileExistsError(
-            f"{str(root)!r} already holds a Bridge-RAG index; open it with BridgeRAG.load({str(root)!r}) "
-            "(and add_documents to extend it), or choose another persist_directory"
-        )
-    root.mkdir(parents=True, exist_ok=True)
-    return ChunkStore.persistent(root / "chroma", collection_name)
-
-
-def _store_from_meta(root: Path, index_dir: Path, meta: Mapping[str, Any]) -> ChunkStore:
-    store_meta = meta.get("store", {})
-    location = store_meta.get("location", {})
-    name = str(store_meta.get("collection", "bridge_rag"))
-    kind = location.get("kind")
-    if kind == "persistent":
-        for candidate in (root / "chroma", index_dir.parent / "chroma", Path(str(location.get("path", "")))):
-            if candidate.is_dir():
-                return ChunkStore.persistent(candidate, name, create=False)
-        raise FileNotFoundError(
-            f"the Chroma data for this index is not at {str(root / 'chroma')!r}; pass store=ChunkStore(...)"
-        )
-    if kind == "http":
-        return ChunkStore.http(str(location.get("host")), int(location.get("port", 8000)), name)
-    raise ValueError(
-        f"this index was built over a {kind or 'user-provided'} Chroma collection; "
-        "pass store=ChunkStore(collection)"
-    )
-
-
 def _jsonable(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}

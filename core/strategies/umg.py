@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -38,13 +37,21 @@ from core.index_dir import (
     array_to_bytes,
     json_from_bytes,
     json_to_bytes,
-    load_index,
     save_index,
 )
 from core.scoring import top_k_cosine
 from core.sparse import BM25Expert, SpladeExpert
 from core.store import ChunkStore
 from core.strategies.base import DEFAULT_MAX_QUERY_CHARS, check_k, check_query
+from core.strategies.common import (
+    check_embedder,
+    default_store,
+    embed_in_batches,
+    merge_config,
+    open_index,
+    read_from_store,
+    store_from_meta,
+)
 from core.types import BuildReport, Document, Retrieved
 from core.uncertainty import entropy_confidence, minmax_normalize
 from core.units import UnitTable, build_units
@@ -126,16 +133,6 @@ class UMGConfig:
         if "granularities" in values:
             values["granularities"] = tuple(values["granularities"])
         return cls(**values)
-
-
-def _merge_config(config: UMGConfig | None, overrides: Mapping[str, Any]) -> UMGConfig:
-    base = asdict(config) if config is not None else {}
-    known = {f.name for f in fields(UMGConfig)}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise TypeError(f"unknown UMG-RAG setting(s): {', '.join(unknown)}; see UMGConfig")
-    base.update(overrides)
-    return UMGConfig.from_dict(base)
 
 
 @dataclass
@@ -234,14 +231,10 @@ class UMGRAG:
         Raises:
             ValueError: Empty corpus, documents without text, duplicate ids.
         """
-        cfg = _merge_config(config, config_overrides)
+        cfg = merge_config(UMGConfig, config, config_overrides, "UMG-RAG")
         emb = as_embedder(embedder)
         if store is None:
-            if persist_directory is None:
-                store = ChunkStore.ephemeral(f"{collection_name}-{uuid.uuid4().hex[:8]}")
-            else:
-                Path(persist_directory).mkdir(parents=True, exist_ok=True)
-                store = ChunkStore.persistent(Path(persist_directory) / "chroma", collection_name)
+            store = default_store(persist_directory, collection_name, index_name="umg", label="UMG-RAG")
         rag = cls(store, emb, config=cfg, splade=_as_splade(splade), show_progress=show_progress)
         docs = list(documents)
         if not docs:
@@ -326,7 +319,9 @@ class UMGRAG:
                 )
             ]
             t0 = time.perf_counter()
-            vectors = self._embed(new.texts)
+            vectors = embed_in_batches(
+                self.embedder, new.texts, show_progress=self.show_progress, desc="embedding units"
+            )
             self.report.seconds["embed"] = self.report.seconds.get("embed", 0.0) + time.perf_counter() - t0
             t0 = time.perf_counter()
             self.store.add(ids, new.texts, vectors, unit_meta, show_progress=self.show_progress)
@@ -373,18 +368,6 @@ class UMGRAG:
                 }
             )
             return [d for d, _ in pairs]
-
-    def _embed(self, texts: list[str]) -> FloatMatrix:
-        parts = []
-        with tqdm(
-            total=len(texts), desc="embedding units", unit="unit", disable=not self.show_progress, leave=False
-        ) as bar:
-            for start in range(0, len(texts), 256):
-                parts.append(self.embedder.embed_documents(texts[start : start + 256]))
-                bar.update(len(parts[-1]))
-        if not parts:
-            return np.zeros((0, self.embedder.dimension), dtype=np.float32)
-        return np.ascontiguousarray(np.vstack(parts), dtype=np.float32)
 
     def _index_sparse(self) -> None:
         for g in tqdm(
@@ -652,32 +635,11 @@ class UMGRAG:
             FileNotFoundError: No index at ``path``.
             ValueError: Corrupted files, another version, or a dimension mismatch.
         """
-        root = Path(path)
-        index_dir = root / "umg" if (root / "umg").is_dir() else root
-        meta, files = load_index(index_dir, kind=INDEX_KIND, version=INDEX_VERSION)
+        root, index_dir, meta, files = open_index(path, "umg", kind=INDEX_KIND, version=INDEX_VERSION)
         emb = as_embedder(embedder)
-        dim = int(meta.get("embedder", {}).get("dimension", -1))
-        if emb.dimension != dim:
-            raise ValueError(
-                f"the index was built with {dim}-dimensional embeddings, but the embedder produces "
-                f"{emb.dimension}; "
-                "pass the embedder the index was built with"
-            )
+        check_embedder(emb, meta)
         if store is None:
-            location = meta.get("store", {}).get("location", {})
-            name = str(meta.get("store", {}).get("collection", "umg_rag"))
-            candidates = [root / "chroma", index_dir.parent / "chroma"]
-            if location.get("kind") == "persistent" and location.get("path"):
-                candidates.append(Path(str(location["path"])))
-            found = next((c for c in candidates if c.is_dir()), None)
-            if found is not None:
-                store = ChunkStore.persistent(found, name, create=False)
-            elif location.get("kind") == "http":
-                store = ChunkStore.http(str(location.get("host")), int(location.get("port", 8000)), name)
-            else:
-                raise FileNotFoundError(
-                    f"no Chroma data for this index under {str(root)!r}; pass store=ChunkStore(...)"
-                )
+            store = store_from_meta(root, index_dir, meta, "umg_rag")
         has_splade = any(n.startswith("splade.") for n in files)
         if has_splade and splade is None:
             splade = meta.get("splade") or True
@@ -729,14 +691,7 @@ class UMGRAG:
             )
         if any(m < 0 or m >= n for members in u.by_granularity.values() for m in members):
             raise ValueError("the index refers to units that do not exist; rebuild the index")
-        live = [self._ids[i] for i in range(n) if self._alive[i]]
-        try:
-            stored = self.store.get(live, include_embeddings=False) if live else None
-        except KeyError as exc:
-            raise ValueError(
-                f"the Chroma collection {self.store.name!r} does not hold the indexed units "
-                f"({exc.args[0]}); pass the collection the index was built over, or rebuild the index"
-            ) from exc
+        stored = read_from_store(self.store, [self._ids[i] for i in range(n) if self._alive[i]], "units")
         self._unit_meta = [{} for _ in range(n)]
         if stored is not None:
             row = {cid: i for i, cid in enumerate(self._ids)}

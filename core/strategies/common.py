@@ -1,0 +1,170 @@
+"""Plumbing every strategy shares.
+
+Settings, where a strategy's Chroma data lives, batched embedding, and reopening a saved index.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+from tqdm.auto import tqdm
+
+from core.embed import Embedder
+from core.index_dir import load_index
+from core.store import ChunkStore, StoredChunks
+
+__all__ = [
+    "check_embedder",
+    "default_store",
+    "embed_in_batches",
+    "merge_config",
+    "open_index",
+    "read_from_store",
+    "store_from_meta",
+]
+
+C = TypeVar("C")
+_EMBED_BATCH = 256
+
+
+def merge_config(config_cls: type[C], config: C | None, overrides: Mapping[str, Any], label: str) -> C:
+    """``config`` (or the defaults) with keyword ``overrides`` applied.
+
+    Raises:
+        TypeError: An override names no field of ``config_cls``.
+    """
+    base: dict[str, Any] = asdict(config) if config is not None else {}  # type: ignore[call-overload]
+    known = {f.name for f in fields(config_cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise TypeError(f"unknown {label} setting(s): {', '.join(unknown)}; see {config_cls.__name__}")
+    base.update(overrides)
+    return config_cls(**base)
+
+
+def default_store(
+    persist_directory: str | os.PathLike[str] | None, collection_name: str, *, index_name: str, label: str
+) -> ChunkStore:
+    """The store a strategy builds into when the caller gives none.
+
+    Without a directory: an in-memory Chroma collection with a unique name (in-memory clients
+    share their data within a process). With one: an embedded Chroma under ``dir/chroma``.
+
+    Raises:
+        FileExistsError: ``dir/index_name`` already holds an index (open it with ``load``).
+    """
+    if persist_directory is None:
+        return ChunkStore.ephemeral(f"{collection_name}-{uuid.uuid4().hex[:8]}")
+    root = Path(persist_directory)
+    if (root / index_name).exists():
+        raise FileExistsError(
+            f"{str(root)!r} already holds a {label} index; open it with load({str(root)!r}) "
+            "(and add_documents to extend it), or choose another persist directory"
+        )
+    root.mkdir(parents=True, exist_ok=True)
+    return ChunkStore.persistent(root / "chroma", collection_name)
+
+
+def open_index(
+    path: str | os.PathLike[str], index_name: str, *, kind: str, version: int
+) -> tuple[Path, Path, dict[str, Any], dict[str, bytes]]:
+    """Reads a saved index given its directory or the persist directory holding it.
+
+    Returns:
+        ``(root, index_dir, meta, files)``.
+    """
+    root = Path(path)
+    index_dir = root / index_name if (root / index_name).is_dir() else root
+    meta, files = load_index(index_dir, kind=kind, version=version)
+    return root, index_dir, meta, files
+
+
+def store_from_meta(
+    root: Path, index_dir: Path, meta: Mapping[str, Any], default_collection: str
+) -> ChunkStore:
+    """Reopens the Chroma collection an index recorded in its manifest.
+
+    Raises:
+        FileNotFoundError: The embedded Chroma data is not where it was.
+        ValueError: The index was built over a collection the caller passed in.
+    """
+    store_meta = meta.get("store", {})
+    location = store_meta.get("location", {})
+    name = str(store_meta.get("collection", default_collection))
+    kind = location.get("kind")
+    if kind == "http":
+        return ChunkStore.http(str(location.get("host")), int(location.get("port", 8000)), name)
+    candidates = [root / "chroma", index_dir.parent / "chroma"]
+    if kind == "persistent" and location.get("path"):
+        candidates.append(Path(str(location["path"])))
+    found = next((c for c in candidates if c.is_dir()), None)
+    if found is not None:
+        return ChunkStore.persistent(found, name, create=False)
+    if kind == "persistent":
+        raise FileNotFoundError(
+            f"no Chroma data for this index under {str(root)!r}; pass store=ChunkStore(...)"
+        )
+    raise ValueError(
+        f"this index was built over a {kind or 'user-provided'} Chroma collection; "
+        "pass store=ChunkStore(collection)"
+    )
+
+
+def check_embedder(embedder: Embedder, meta: Mapping[str, Any]) -> None:
+    """Checks a query embedder against the one an index was built with.
+
+    Raises:
+        ValueError: The dimensions differ (a different name only warns).
+    """
+    saved = meta.get("embedder", {})
+    dim = int(saved.get("dimension", -1))
+    if embedder.dimension != dim:
+        raise ValueError(
+            f"the index was built with {dim}-dimensional embeddings ({saved.get('name')}), but the "
+            f"embedder produces {embedder.dimension}; pass the embedder the index was built with"
+        )
+    if embedder.name != saved.get("name"):
+        warnings.warn(
+            f"the index was built with embedder {saved.get('name')!r}, loading with {embedder.name!r}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def embed_in_batches(
+    embedder: Embedder, texts: Sequence[str], *, show_progress: bool, desc: str = "embedding"
+) -> npt.NDArray[np.float32]:
+    """Embeds texts in batches with a progress bar; an (n, d) float32 matrix."""
+    parts = []
+    with tqdm(total=len(texts), desc=desc, unit="text", disable=not show_progress, leave=False) as bar:
+        for start in range(0, len(texts), _EMBED_BATCH):
+            parts.append(embedder.embed_documents(list(texts[start : start + _EMBED_BATCH])))
+            bar.update(len(parts[-1]))
+    if not parts:
+        return np.zeros((0, embedder.dimension), dtype=np.float32)
+    return np.ascontiguousarray(np.vstack(parts), dtype=np.float32)
+
+
+def read_from_store(store: ChunkStore, ids: Sequence[str], what: str) -> StoredChunks | None:
+    """Texts and metadata of ``ids`` from Chroma (None for no ids).
+
+    Raises:
+        ValueError: The collection lacks some of them (index and collection out of sync).
+    """
+    if not ids:
+        return None
+    try:
+        return store.get(list(ids), include_embeddings=False)
+    except KeyError as exc:
+        raise ValueError(
+            f"the Chroma collection {store.name!r} does not hold the indexed {what} ({exc.args[0]}); "
+            "pass the collection the index was built over, or rebuild the index"
+        ) from exc
