@@ -6,8 +6,10 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from pydantic import Field
 
 from core.embed import LangChainEmbedder
 from core.store import ChunkStore
@@ -34,9 +36,12 @@ class BridgeRetriever(StrategyRetriever):
             The built index (use the constructors below rather than building it yourself).
         k: int
             Number of chunks to return (also accepted at invoke time: ``invoke(q, k=2)``).
+        depth: int | None
+            Expansion depth d (default: the index's, 2).
+        include_abstracts: bool
+            Also return abstract summaries as extra context documents, after the chunks.
         search_kwargs: dict[str, Any]
-            ``{"depth": 3}`` or ``{"include_abstracts": True}`` (abstract summaries as extra
-            context documents, after the chunks).
+            Any other ``BridgeRAG.retrieve`` options; they override the fields above.
 
     Instantiate:
         .. code-block:: python
@@ -61,6 +66,33 @@ class BridgeRetriever(StrategyRetriever):
 
             chain = {"context": retriever | format_docs, "question": RunnablePassthrough()} | prompt | llm
     """
+
+    depth: int | None = Field(
+        default=None, ge=0, description="Expansion depth d; None uses the index's setting (2 by default)."
+    )
+    """Levels up and down the abstract forest to expand (``invoke(q, depth=...)`` overrides it)."""
+    include_abstracts: bool = Field(
+        default=False, description="Also return the summaries of the abstracts the chunks came through."
+    )
+    """Return the abstracts' summaries after the chunks, as context documents."""
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        """Retrieves chunks with Bridge-RAG.
+
+        Args:
+            query: The query string.
+            run_manager: LangChain's callback manager for this run.
+            **kwargs: Per-call options (``k``, ``depth``, ``include_abstracts``) override the fields.
+
+        Returns:
+            The chunks (and, with ``include_abstracts``, abstract summaries) as documents.
+        """
+        for name, value in (("depth", self.depth), ("include_abstracts", self.include_abstracts)):
+            if name not in kwargs and name not in self.search_kwargs and value not in (None, False):
+                kwargs[name] = value
+        return super()._get_relevant_documents(query, run_manager=run_manager, **kwargs)
 
     @classmethod
     def from_documents(

@@ -321,3 +321,32 @@ def test_documents_round_trip_into_a_strategy() -> None:
     [doc] = StrategyRetriever(strategy=strategy).invoke("Rome")
     assert doc.metadata["doc_id"] == "rome"
     assert doc.metadata["n"] == 1
+
+
+class _AbstractAwareStrategy(FakeStrategy):
+    """Accepts include_abstracts (as BridgeRAG does) and records the options it got."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[dict[str, Any]] = []
+
+    def retrieve(self, query: str, k: int | None = None, **options: Any) -> Any:
+        self.seen.append(dict(options))
+        options.pop("include_abstracts", None)
+        return super().retrieve(query, k=k, **options)
+
+
+def test_bridge_retriever_depth_and_abstract_fields_are_forwarded() -> None:
+    from langchain_bridge import BridgeRetriever
+
+    strategy = _AbstractAwareStrategy()
+    retriever = BridgeRetriever(strategy=strategy, k=2, depth=3, include_abstracts=True)
+    retriever.invoke("Which iron tower is in Paris?")
+    assert strategy.seen[-1] == {"depth": 3, "include_abstracts": True}
+    retriever.invoke("Which iron tower is in Paris?", depth=1)
+    assert strategy.seen[-1] == {"depth": 1, "include_abstracts": True}
+    plain = BridgeRetriever(strategy=strategy, search_kwargs={"depth": 0})
+    plain.invoke("Which iron tower is in Paris?")
+    assert strategy.seen[-1] == {"depth": 0}
+    with pytest.raises(ValueError, match="greater than or equal to 0"):
+        BridgeRetriever(strategy=strategy, depth=-1)
