@@ -72,13 +72,7 @@ def run_bridge_benchmark(
         ``{"rows": [...], "table": markdown, "build": {...}, "seed": seed, ...}``.
     """
     data = load_dataset(dataset_dir)
-    questions = data.questions
-    if sample is not None:
-        if sample < 1:
-            raise ValueError(f"sample must be >= 1, got {sample}")
-        import random
-
-        questions = random.Random(seed).sample(questions, min(sample, len(questions)))
+    questions = data.sample_questions(sample, seed)
     docs = data.documents(seed)
     emb = as_embedder(embedder)
     emb.embed_documents(["warm-up"])  # load lazily initialised kernels before timing anything

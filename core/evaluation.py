@@ -54,6 +54,18 @@ class Dataset:
     passages: list[dict[str, str]]
     questions: list[Question]
 
+    def sample_questions(self, sample: int | None, seed: int = 0) -> list[Question]:
+        """All questions, or a seeded sample of ``sample`` of them.
+
+        Raises:
+            ValueError: ``sample`` is below 1.
+        """
+        if sample is None:
+            return list(self.questions)
+        if sample < 1:
+            raise ValueError(f"sample must be >= 1, got {sample}")
+        return random.Random(seed).sample(self.questions, min(sample, len(self.questions)))
+
     def documents(self, seed: int = 0) -> list[Document]:
         """The passages as documents, shuffled with ``seed`` (one document per passage)."""
         docs = [

@@ -8,7 +8,6 @@ and BM25 (k = 60).
 
 from __future__ import annotations
 
-import random
 import sys
 import tempfile
 import time
@@ -63,11 +62,7 @@ def run_umg_benchmark(
         ``{"rows", "table", "build", ...}`` as for the Bridge benchmark.
     """
     data = load_dataset(dataset_dir)
-    questions = data.questions
-    if sample is not None:
-        if sample < 1:
-            raise ValueError(f"sample must be >= 1, got {sample}")
-        questions = random.Random(seed).sample(questions, min(sample, len(questions)))
+    questions = data.sample_questions(sample, seed)
     docs = data.documents(seed)
     emb = as_embedder(embedder)
     emb.embed_documents(["warm-up"])

@@ -343,3 +343,15 @@ def test_run_strategy_collects_results_in_question_order() -> None:
     assert len(run.latency_ms) == len(run.latency_no_embed_ms) == 2
     assert run.build_seconds == 1.5
     assert ticks == [1, 1]
+
+
+def test_sample_questions_is_seeded_and_bounded(tmp_path: Path) -> None:
+    data = load_dataset(_dataset(tmp_path))
+    everything = data.sample_questions(None)
+    assert [q.id for q in everything] == [q.id for q in data.questions]
+    one = data.sample_questions(1, seed=3)
+    assert len(one) == 1
+    assert one == data.sample_questions(1, seed=3)
+    assert len(data.sample_questions(10_000)) == len(data.questions)
+    with pytest.raises(ValueError, match="sample must be >= 1"):
+        data.sample_questions(0)
