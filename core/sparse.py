@@ -164,15 +164,19 @@ class SpladeExpert:
         self.matrix: Any = None
         self._lock = threading.Lock()
 
-    def encode(self, texts: Sequence[str]) -> Any:
+    def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> Any:
         """SPLADE vectors of ``texts`` as a scipy CSR matrix (float32)."""
         from scipy import sparse
+        from tqdm.auto import tqdm
 
         torch = self._torch
         # Batches of similar length waste little compute on padding; rows go back in order.
         order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), i))
         rows: list[Any] = [None] * len(texts)
-        with self._lock, torch.inference_mode():
+        bar = tqdm(
+            total=len(texts), desc="SPLADE encoding", unit="text", disable=not show_progress, leave=False
+        )
+        with self._lock, torch.inference_mode(), bar:
             for start in range(0, len(order), self.batch_size):
                 idx = order[start : start + self.batch_size]
                 enc = self.tokenizer(
@@ -187,6 +191,7 @@ class SpladeExpert:
                 block = sparse.csr_matrix(weights.max(dim=1).values.numpy().astype(np.float32))
                 for j, i in enumerate(idx):
                     rows[i] = block[j]
+                bar.update(len(idx))
         if not rows:
             return sparse.csr_matrix((0, self.model.config.vocab_size), dtype=np.float32)
         return sparse.vstack(rows).tocsr()

@@ -351,7 +351,7 @@ class UMGRAG:
             self.report.seconds["sparse"] = self.report.seconds.get("sparse", 0.0) + time.perf_counter() - t0
             if self.splade is not None:
                 t0 = time.perf_counter()
-                enc = self.splade.encode(new.texts)
+                enc = self.splade.encode(new.texts, show_progress=self.show_progress)
                 from scipy import sparse
 
                 self.splade.matrix = (
