@@ -61,6 +61,29 @@ def from_langchain_document(d: Document) -> CoreDocument:
     return CoreDocument(text=d.page_content, id=None if doc_id is None else str(doc_id), metadata=metadata)
 
 
+def lift_from_search_kwargs(data: Any, name: str) -> Any:
+    """Moves ``search_kwargs[name]`` to the field ``name`` in raw constructor data.
+
+    Lets users spell a retriever field the LangChain way (``search_kwargs={"k": 2}``).
+
+    Raises:
+        ValueError: The field and ``search_kwargs`` give different values.
+    """
+    if not isinstance(data, Mapping):
+        return data
+    search_kwargs = data.get("search_kwargs")
+    if not isinstance(search_kwargs, Mapping) or name not in search_kwargs:
+        return data
+    options = dict(search_kwargs)
+    value = options.pop(name)
+    if name in data and data[name] != value:
+        raise ValueError(
+            f"{name} is given twice with different values: "
+            f"{name}={data[name]!r}, search_kwargs[{name!r}]={value!r}"
+        )
+    return {**data, name: value, "search_kwargs": options}
+
+
 def _check_k_field(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"k must be an int >= 1, got {value!r} ({type(value).__name__})")
@@ -136,18 +159,7 @@ class StrategyRetriever(BaseRetriever):
     @model_validator(mode="before")
     @classmethod
     def _move_k_out_of_search_kwargs(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping):
-            return data
-        search_kwargs = data.get("search_kwargs")
-        if not isinstance(search_kwargs, Mapping) or "k" not in search_kwargs:
-            return data
-        options = dict(search_kwargs)
-        k = options.pop("k")
-        if "k" in data and data["k"] != k:
-            raise ValueError(
-                f"k is given twice with different values: k={data['k']!r}, search_kwargs['k']={k!r}"
-            )
-        return {**data, "k": k, "search_kwargs": options}
+        return lift_from_search_kwargs(data, "k")
 
     @field_validator("strategy")
     @classmethod

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -15,7 +15,7 @@ from core.embed import LangChainEmbedder
 from core.sparse import SpladeExpert
 from core.store import ChunkStore
 from core.strategies.umg import UMGRAG
-from langchain_bridge.retrievers import StrategyRetriever, from_langchain_document
+from langchain_bridge.retrievers import StrategyRetriever, from_langchain_document, lift_from_search_kwargs
 
 __all__ = ["UMGRetriever"]
 
@@ -81,19 +81,7 @@ class UMGRetriever(StrategyRetriever):
     @model_validator(mode="before")
     @classmethod
     def _move_promotion_out_of_search_kwargs(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping):
-            return data
-        search_kwargs = data.get("search_kwargs")
-        if not isinstance(search_kwargs, Mapping) or "parent_promotion" not in search_kwargs:
-            return data
-        options = dict(search_kwargs)
-        value = options.pop("parent_promotion")
-        if "parent_promotion" in data and data["parent_promotion"] != value:
-            raise ValueError(
-                "parent_promotion is given twice with different values: "
-                f"parent_promotion={data['parent_promotion']!r}, search_kwargs['parent_promotion']={value!r}"
-            )
-        return {**data, "parent_promotion": value, "search_kwargs": options}
+        return lift_from_search_kwargs(data, "parent_promotion")
 
     @field_validator("strategy")
     @classmethod
