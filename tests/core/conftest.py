@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import uuid4
 
@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from core.demo_data import load_demo_corpus, load_demo_questions
+from core.demo_data import load_demo_corpus
 from core.embed import CallableEmbedder, Embedder, SentenceTransformerEmbedder
 from core.entities import EntityExtractor, SpacyEntityExtractor, default_entity_extractor
 from core.store import ChunkStore
@@ -109,17 +109,9 @@ def unique_name(prefix: str = "t") -> str:
 
 
 @pytest.fixture(scope="session")
-def real_embedder() -> Iterator[SentenceTransformerEmbedder]:
-    # One intra-op thread: single-query forward passes are several times faster on a small,
-    # shared machine (no spin-waiting pool), and batch embedding barely slows down.
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield SentenceTransformerEmbedder()
-    finally:
-        torch.set_num_threads(threads)
+def real_embedder(st_embedder: SentenceTransformerEmbedder) -> SentenceTransformerEmbedder:
+    """The session's one real model (see tests/conftest.py)."""
+    return st_embedder
 
 
 @pytest.fixture(scope="session")
@@ -148,11 +140,6 @@ def new_store() -> Callable[[], ChunkStore]:
 @pytest.fixture(scope="session")
 def demo_docs() -> list[Document]:
     return load_demo_corpus()
-
-
-@pytest.fixture(scope="session")
-def demo_questions() -> list[dict[str, Any]]:
-    return load_demo_questions()
 
 
 @pytest.fixture(scope="session")

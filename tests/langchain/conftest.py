@@ -9,16 +9,13 @@ used and that nothing was re-embedded.
 from __future__ import annotations
 
 import threading
-import uuid
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
 import pytest
-import torch
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from core.demo_data import load_demo_corpus, load_demo_questions
+from core.demo_data import load_demo_corpus
 from core.embed import SentenceTransformerEmbedder
 
 
@@ -56,22 +53,6 @@ class CountingEmbeddings(Embeddings):
 
 
 @pytest.fixture(scope="session")
-def st_embedder() -> Iterator[SentenceTransformerEmbedder]:
-    """The default all-MiniLM-L6-v2 model, loaded once per session.
-
-    Torch runs on one intra-op thread meanwhile: MiniLM on short texts gains little from more, and
-    on a busy two-core machine OpenMP's spin-waiting makes every query many times slower. Results
-    are the same; the setting is restored afterwards.
-    """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield SentenceTransformerEmbedder()
-    finally:
-        torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="session")
 def lc_embeddings(st_embedder: SentenceTransformerEmbedder) -> CountingEmbeddings:
     """One shared LangChain embeddings object (its counters are shared too: read deltas)."""
     return CountingEmbeddings(st_embedder)
@@ -87,21 +68,3 @@ def make_embeddings(st_embedder: SentenceTransformerEmbedder) -> Callable[[], Co
 def lc_demo_docs() -> list[Document]:
     """The 46 demo documents as LangChain documents (``id`` = the demo id)."""
     return [Document(page_content=d.text, id=d.id, metadata=dict(d.metadata)) for d in load_demo_corpus()]
-
-
-@pytest.fixture(scope="session")
-def demo_texts() -> dict[str, str]:
-    """Demo document id -> full text."""
-    return {d.id: d.text for d in load_demo_corpus() if d.id is not None}
-
-
-@pytest.fixture(scope="session")
-def demo_questions() -> list[dict[str, Any]]:
-    """The 12 demo questions with their supporting document ids."""
-    return load_demo_questions()
-
-
-@pytest.fixture
-def collection_name() -> str:
-    """A fresh Chroma collection name (in-memory Chroma clients share data within a process)."""
-    return f"t-{uuid.uuid4().hex[:12]}"

@@ -8,17 +8,15 @@ so tests can check that nothing was re-embedded and which model embedded the que
 from __future__ import annotations
 
 import threading
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-import torch
 from llama_index.core import Document
 from llama_index.core.embeddings import BaseEmbedding
 from pydantic import PrivateAttr
 
-from core.demo_data import load_demo_corpus, load_demo_questions
+from core.demo_data import load_demo_corpus
 from core.embed import SentenceTransformerEmbedder
 
 
@@ -68,22 +66,6 @@ class CountingEmbedding(BaseEmbedding):
 
 
 @pytest.fixture(scope="session")
-def st_embedder() -> Iterator[SentenceTransformerEmbedder]:
-    """The default all-MiniLM-L6-v2 model, loaded once per session.
-
-    Torch runs on one intra-op thread meanwhile: MiniLM on short texts gains little from more, and
-    on a busy two-core machine OpenMP's spin-waiting makes every query many times slower. Results
-    are the same; the setting is restored afterwards.
-    """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield SentenceTransformerEmbedder()
-    finally:
-        torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="session")
 def li_embed_model(st_embedder: SentenceTransformerEmbedder) -> CountingEmbedding:
     """One shared LlamaIndex embedding model (its records are shared too: read deltas)."""
     return CountingEmbedding(st_embedder)
@@ -99,21 +81,3 @@ def make_embed_model(st_embedder: SentenceTransformerEmbedder) -> Callable[[], C
 def li_demo_docs() -> list[Document]:
     """The 46 demo documents as LlamaIndex documents (``id_`` = the demo id)."""
     return [Document(text=d.text, id_=d.id, metadata=dict(d.metadata)) for d in load_demo_corpus()]
-
-
-@pytest.fixture(scope="session")
-def demo_texts() -> dict[str, str]:
-    """Demo document id -> full text."""
-    return {d.id: d.text for d in load_demo_corpus() if d.id is not None}
-
-
-@pytest.fixture(scope="session")
-def demo_questions() -> list[dict[str, Any]]:
-    """The 12 demo questions with their supporting document ids."""
-    return load_demo_questions()
-
-
-@pytest.fixture
-def collection_name() -> str:
-    """A fresh Chroma collection name (in-memory Chroma clients share data within a process)."""
-    return f"t-{uuid.uuid4().hex[:12]}"
