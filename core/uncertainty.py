@@ -7,7 +7,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["entropy_confidence", "minmax_normalize"]
+__all__ = ["entropy_confidence", "minmax_normalize", "standardize"]
 
 
 def entropy_confidence(scores: npt.ArrayLike, temperature: float = 0.1) -> float:
@@ -27,7 +27,7 @@ def entropy_confidence(scores: npt.ArrayLike, temperature: float = 0.1) -> float
         scores: The list's scores (any order).
         temperature: Softmax temperature T > 0; smaller values sharpen the distribution.
             Scores on different scales (cosine vs BM25) call for different temperatures, so
-            callers usually normalise scores first (see :func:`minmax_normalize`).
+            callers usually standardise scores first (see :func:`standardize`).
 
     Returns:
         The confidence, in [0, 1]; 0.0 for an empty list.
@@ -61,4 +61,22 @@ def minmax_normalize(scores: npt.ArrayLike) -> npt.NDArray[np.float64]:
     if hi - lo <= 1e-12:
         return np.ones_like(s)
     out: npt.NDArray[np.float64] = (s - lo) / (hi - lo)
+    return out
+
+
+def standardize(scores: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """z-scores of a list, ``(s - mean) / std``; a constant (or one-element) list maps to zeros.
+
+    Standardised scores put experts with different score scales on one footing before
+    :func:`entropy_confidence`: a cosine list (scores packed near 0.6) and a BM25 list
+    (scores spread from 2 to 20) are then judged by the shape of their distribution only,
+    not by their units.
+    """
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    if s.size < 2:
+        return np.zeros_like(s)
+    sd = float(s.std())
+    if sd <= 1e-12:
+        return np.zeros_like(s)
+    out: npt.NDArray[np.float64] = (s - float(s.mean())) / sd
     return out

@@ -8,7 +8,8 @@ Indexing splits documents into sentences and builds overlapping windows of g sen
 every g in ``granularities`` (stride g/2). Each expert (dense embeddings, BM25, and SPLADE
 when a model is given) scores the units of each granularity. At query time every
 expert-granularity list (its top ``candidates`` units) gets a confidence from the entropy of
-its score distribution (:func:`core.uncertainty.entropy_confidence`); a unit's fused score is
+its score distribution (:func:`core.uncertainty.entropy_confidence`, on the list's z-scores so
+that cosine and BM25 lists are judged by their shape, not their units); a unit's fused score is
 the confidence-weighted sum of its min-max-normalised scores over the lists it appears in
 (UMG). UMGP then promotes each fine unit (g <= ``fine_max``) to the ``parent_granularity``
 window that overlaps it most and removes overlapping or nested spans of the same document,
@@ -53,7 +54,7 @@ from core.strategies.common import (
     store_from_meta,
 )
 from core.types import BuildReport, Document, Retrieved
-from core.uncertainty import entropy_confidence, minmax_normalize
+from core.uncertainty import entropy_confidence, minmax_normalize, standardize
 from core.units import UnitTable, build_units
 
 __all__ = ["UMGRAG", "UMGConfig"]
@@ -71,7 +72,8 @@ class UMGConfig:
         granularities: Window sizes, in sentences.
         k: Default number of results.
         candidates: N, the length of each expert-granularity list.
-        temperature: Softmax temperature of the confidence (on scores divided by the list's best).
+        temperature: Softmax temperature of the confidence, applied to the list's z-scores
+            (:func:`core.uncertainty.standardize`), so one value suits every expert.
         parent_promotion: Default for UMGP (promote and de-duplicate) vs plain UMG.
         fine_max: Units whose smallest granularity is at most this are promoted.
         parent_granularity: The granularity of the parent windows.
@@ -82,7 +84,7 @@ class UMGConfig:
     granularities: tuple[int, ...] = (2, 4, 8, 16, 32)
     k: int = 4
     candidates: int = 50
-    temperature: float = 0.1
+    temperature: float = 1.0
     parent_promotion: bool = False
     fine_max: int = 4
     parent_granularity: int = 8
@@ -413,8 +415,7 @@ class UMGRAG:
 
     def _make_list(self, expert: str, g: int, ids: npt.NDArray[Any], scores: npt.NDArray[Any]) -> _List:
         s = np.asarray(scores, dtype=np.float32)
-        best = float(s.max()) if s.size else 0.0
-        conf = entropy_confidence(s / best if best > 0 else s, self.config.temperature)
+        conf = entropy_confidence(standardize(s), self.config.temperature)
         return _List(expert, g, np.asarray(ids, dtype=np.int64), s, conf)
 
     def retrieve_by_vector(

@@ -25,7 +25,7 @@ from core.strategies.base import Strategy
 from core.strategies.umg import UMGRAG, UMGConfig
 from core.text import sentence_windows, split_sentences
 from core.types import Document, Retrieved
-from core.uncertainty import entropy_confidence, minmax_normalize
+from core.uncertainty import entropy_confidence, minmax_normalize, standardize
 from tests.core.conftest import CachingEmbedder, CountingEmbedder, hash_embedder, unique_name
 
 GRANULARITIES = (2, 4, 8, 16, 32)
@@ -189,6 +189,20 @@ def test_entropy_confidence_on_hand_computed_examples() -> None:
             entropy_confidence([1.0, 0.0], bad)
 
 
+def test_standardize_makes_confidence_independent_of_score_units() -> None:
+    assert standardize([1.0, 2.0, 3.0]).tolist() == pytest.approx([-1.224744871, 0.0, 1.224744871])
+    assert standardize([5.0, 5.0]).tolist() == [0.0, 0.0]
+    assert standardize([7.0]).tolist() == [0.0]
+    assert standardize([]).size == 0
+    cosine = np.array([0.62, 0.60, 0.59, 0.58, 0.58])
+    bm25 = 3.0 + 25.0 * (cosine - 0.58)  # the same shape in other units
+    assert entropy_confidence(standardize(cosine), 1.0) == pytest.approx(
+        entropy_confidence(standardize(bm25), 1.0)
+    )
+    # on raw relative scores the BM25-like list looked far more confident than the cosine one
+    assert entropy_confidence(bm25 / bm25.max(), 0.1) > 2 * entropy_confidence(cosine / cosine.max(), 0.1)
+
+
 @pytest.mark.parametrize("query", [BASE_QUERY, "halden institute herbarium", "quantum chromodynamics"])
 def test_list_confidences_and_fused_scores_follow_the_formulas(umg: UMGRAG, query: str) -> None:
     qv = umg.embedder.embed_query(query)
@@ -198,9 +212,7 @@ def test_list_confidences_and_fused_scores_follow_the_formulas(umg: UMGRAG, quer
     for li in lists:
         assert 1 <= len(li.ids) <= umg.config.candidates
         assert list(li.scores) == sorted(li.scores, reverse=True)
-        best = float(li.scores.max())
-        scaled = li.scores / best if best > 0 else li.scores
-        assert li.confidence == entropy_confidence(scaled, umg.config.temperature)
+        assert li.confidence == entropy_confidence(standardize(li.scores), umg.config.temperature)
         assert 0.0 <= li.confidence <= 1.0
     results = umg.retrieve(query, k=6)
     by_key = {f"{li.expert}@{li.g}": li for li in lists}
