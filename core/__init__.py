@@ -13,6 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 from core.cuckoo import CuckooFilter
 from core.forest import AbstractForest
 from core.fusion import fuse_weighted, merge_intervals, rrf_fuse
+from core.graph import Graph
 from core.scoring import top_k_cosine
 
 try:
@@ -23,6 +24,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
 __all__ = [
     "AbstractForest",
     "CuckooFilter",
+    "Graph",
     "__version__",
     "fuse_weighted",
     "merge_intervals",

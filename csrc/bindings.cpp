@@ -16,6 +16,7 @@
 #include "bridge/cuckoo_filter.hpp"
 #include "bridge/forest.hpp"
 #include "bridge/fusion.hpp"
+#include "bridge/graph.hpp"
 #include "bridge/intervals.hpp"
 #include "bridge/scoring.hpp"
 
@@ -137,8 +138,50 @@ py::tuple fused_to_numpy(const std::vector<bridge::FusedUnit>& fused) {
 
 }  // namespace
 
+// ---------------------------------------------------------------------- graph helpers (BubbleRAG)
+namespace {
+
+/// A node mask as uint8 (nonzero = set) from a bool or integer array-like of any values.
+py::array_t<std::uint8_t> mask_array(const py::handle& obj, const char* what) {
+    py::module_ np = py::module_::import("numpy");
+    py::array arr = np.attr("asarray")(obj);
+    if (arr.size() == 0) return py::array_t<std::uint8_t>(0);
+    const char kind = arr.dtype().kind();
+    if (kind != 'b' && kind != 'i' && kind != 'u')
+        throw py::type_error(std::string(what) + " must be a bool or integer array, got dtype " +
+                             py::str(arr.dtype()).cast<std::string>());
+    if (arr.ndim() != 1) throw py::value_error(std::string(what) + " must be one-dimensional");
+    if (kind != 'b' && arr.itemsize() != 1) arr = np.attr("not_equal")(arr, 0);
+    return py::array_t<std::uint8_t, py::array::c_style | py::array::forcecast>::ensure(arr);
+}
+
+/// A vector of uint32 ids as an int64 numpy array.
+py::array_t<std::int64_t> ids_to_numpy(const std::vector<std::uint32_t>& ids) {
+    std::vector<std::int64_t> out(ids.begin(), ids.end());
+    return to_numpy(std::move(out));
+}
+
+/// The CEG columns of a bubble expansion as a dict of numpy arrays.
+py::dict bubble_to_numpy(bridge::BubbleResult&& r) {
+    py::dict d;
+    d["node_offsets"] = to_numpy(std::move(r.node_offsets));
+    d["nodes"] = to_numpy(std::move(r.nodes));
+    d["edge_offsets"] = to_numpy(std::move(r.edge_offsets));
+    d["edges"] = to_numpy(std::move(r.edges));
+    d["score"] = to_numpy(std::move(r.score));
+    d["mean_cost"] = to_numpy(std::move(r.mean_cost));
+    d["path_cost"] = to_numpy(std::move(r.path_cost));
+    d["covered"] = to_numpy(std::move(r.covered));
+    d["kind"] = to_numpy(std::move(r.kind));
+    d["meeting_node"] = to_numpy(std::move(r.meeting_node));
+    return d;
+}
+
+}  // namespace
+// ---------------------------------------------------------------------- end graph helpers
+
 PYBIND11_MODULE(_native, m) {
-    m.doc() = "C++ core of bridge-rag: cuckoo filter, abstract forest, candidate scoring, rank fusion, interval merging.";
+    m.doc() = "C++ core of bridge-rag: cuckoo filter, abstract forest, candidate scoring, rank fusion, interval merging, knowledge graph.";
     py::register_exception_translator([](std::exception_ptr p) {
         try {
             if (p) std::rethrow_exception(p);
@@ -554,4 +597,117 @@ PYBIND11_MODULE(_native, m) {
         py::arg("groups"), py::arg("starts"), py::arg("ends"), py::arg("scores"), py::arg("mode") = "union",
         "Merges scored half-open intervals within groups ('union' or 'keep_best'). Returns a dict of arrays.");
     // ------------------------------------------------------------------ end fusion (UMG-RAG)
+
+    // ------------------------------------------------------------------ Graph (BubbleRAG)
+    py::class_<bridge::Graph>(m, "Graph")
+        .def(py::init([](long long num_nodes, const py::handle& heads, const py::handle& tails) {
+                 auto h = int_array(heads, "heads");
+                 auto t = int_array(tails, "tails");
+                 if (h.size() != t.size())
+                     throw py::value_error("heads and tails must have the same length, got " +
+                                           std::to_string(h.size()) + " and " + std::to_string(t.size()));
+                 const std::int64_t* hp = h.data();
+                 const std::int64_t* tp = t.data();
+                 const auto n = static_cast<std::size_t>(h.size());
+                 py::gil_scoped_release nogil;
+                 return std::make_unique<bridge::Graph>(num_nodes, hp, tp, n);
+             }),
+             py::arg("num_nodes"), py::arg("heads"), py::arg("tails"))
+        .def_property_readonly("num_nodes", &bridge::Graph::num_nodes)
+        .def_property_readonly("num_edges", &bridge::Graph::num_edges)
+        .def("heads", [](const bridge::Graph& g) { return ids_to_numpy(g.heads()); })
+        .def("tails", [](const bridge::Graph& g) { return ids_to_numpy(g.tails()); })
+        .def("degree",
+             [](const bridge::Graph& g) {
+                 std::vector<std::int64_t> deg(g.num_nodes());
+                 for (std::size_t v = 0; v < deg.size(); ++v) deg[v] = g.degree(v);
+                 return to_numpy(std::move(deg));
+             })
+        .def(
+            "neighbors",
+            [](const bridge::Graph& g, long long node) {
+                std::vector<std::int64_t> nodes, edges;
+                g.neighbors(node, nodes, edges);
+                return py::make_tuple(to_numpy(std::move(nodes)), to_numpy(std::move(edges)));
+            },
+            py::arg("node"))
+        .def(
+            "localize",
+            [](const bridge::Graph& g, const py::handle& seeds, long long hops, long long max_nodes) {
+                auto s = int_array(seeds, "seeds");
+                const std::int64_t* sp = s.data();
+                const auto n = static_cast<std::size_t>(s.size());
+                std::vector<std::int64_t> out;
+                {
+                    py::gil_scoped_release nogil;
+                    out = g.localize(sp, n, hops, max_nodes);
+                }
+                return to_numpy(std::move(out));
+            },
+            py::arg("seeds"), py::arg("hops"), py::arg("max_nodes") = 0)
+        .def(
+            "bubble",
+            [](const bridge::Graph& g, const py::handle& group_offsets, const py::handle& seed_nodes,
+               const py::handle& seed_edges, const py::handle& seed_costs, const py::handle& node_cost,
+               const py::handle& edge_cost, const py::handle& allowed, const py::handle& group_weights, double alpha,
+               long long max_cegs, double max_path_cost, double within_group_penalty) {
+                auto go = int_array(group_offsets, "group_offsets");
+                auto sn = int_array(seed_nodes, "seed_nodes");
+                auto se = int_array(seed_edges, "seed_edges");
+                auto sc = float_array(seed_costs, "seed_costs");
+                auto nc = float_array(node_cost, "node_cost");
+                auto ec = float_array(edge_cost, "edge_cost");
+                auto al = mask_array(allowed, "allowed");
+                auto gw = float_array(group_weights, "group_weights");
+                bridge::BubbleInput in;
+                in.group_offsets = go.data();
+                in.group_offsets_len = static_cast<std::size_t>(go.size());
+                in.seed_nodes = sn.data();
+                in.num_seeds = static_cast<std::size_t>(sn.size());
+                in.seed_edges = se.data();
+                in.seed_edges_len = static_cast<std::size_t>(se.size());
+                in.seed_costs = sc.data();
+                in.seed_costs_len = static_cast<std::size_t>(sc.size());
+                in.node_cost = nc.data();
+                in.node_cost_len = static_cast<std::size_t>(nc.size());
+                in.edge_cost = ec.data();
+                in.edge_cost_len = static_cast<std::size_t>(ec.size());
+                in.allowed = al.data();
+                in.allowed_len = static_cast<std::size_t>(al.size());
+                in.group_weights = gw.data();
+                in.group_weights_len = static_cast<std::size_t>(gw.size());
+                in.alpha = alpha;
+                in.max_cegs = max_cegs;
+                in.max_path_cost = max_path_cost;
+                in.within_group_penalty = within_group_penalty;
+                bridge::BubbleResult r;
+                {
+                    py::gil_scoped_release nogil;
+                    r = g.bubble(in);
+                }
+                return bubble_to_numpy(std::move(r));
+            },
+            py::arg("group_offsets"), py::arg("seed_nodes"), py::arg("seed_edges"), py::arg("seed_costs"),
+            py::arg("node_cost"), py::arg("edge_cost"), py::arg("allowed"), py::arg("group_weights"),
+            py::arg("alpha"), py::arg("max_cegs"), py::arg("max_path_cost"), py::arg("within_group_penalty"),
+            "Bubble expansion from seed groups into candidate evidence graphs (see graph.hpp). Returns a dict.")
+        .def("memory_bytes", &bridge::Graph::memory_bytes)
+        .def("to_bytes",
+             [](const bridge::Graph& g) {
+                 std::string s;
+                 {
+                     py::gil_scoped_release nogil;
+                     s = g.to_bytes();
+                 }
+                 return py::bytes(s);
+             })
+        .def_static(
+            "from_bytes",
+            [](const py::bytes& data) {
+                std::string_view v = data;
+                py::gil_scoped_release nogil;
+                return std::make_unique<bridge::Graph>(bridge::Graph::from_bytes(v.data(), v.size()));
+            },
+            py::arg("data"));
+    // ------------------------------------------------------------------ end Graph (BubbleRAG)
 }
