@@ -27,6 +27,7 @@ __all__ = [
     "LlamaIndexEmbedder",
     "SentenceTransformerEmbedder",
     "as_embedder",
+    "embed_query_with",
     "validate_embeddings",
 ]
 
@@ -285,6 +286,25 @@ def _st_dimension(model: Any) -> int | None:
     return None
 
 
+def embed_query_with(embedder: Embedder, query: str, texts: Sequence[str]) -> tuple[FloatArray, FloatArray]:
+    """A query's vector and some texts' vectors, in one model call when that gives the same result.
+
+    Embedders whose ``queries_as_documents`` attribute is True (a sentence-transformers model
+    without a query prompt, such as all-MiniLM-L6-v2) embed a query exactly like a document,
+    so the query and the texts share one batch; any other embedder gets two calls.
+
+    Returns:
+        ``(query vector, matrix of the texts' vectors)``.
+    """
+    if texts and getattr(embedder, "queries_as_documents", False) is True:
+        both = embedder.embed_documents([query, *texts])
+        return both[0], both[1:]
+    vector = embedder.embed_query(query)
+    if not texts:
+        return vector, np.zeros((0, vector.shape[0]), dtype=np.float32)
+    return vector, embedder.embed_documents(list(texts))
+
+
 class SentenceTransformerEmbedder(_BaseEmbedder):
     """Embeds with a local sentence-transformers model (downloads are disabled).
 
@@ -340,6 +360,14 @@ class SentenceTransformerEmbedder(_BaseEmbedder):
                 convert_to_numpy=True,
                 normalize_embeddings=True,
             )
+
+    @property
+    def queries_as_documents(self) -> bool:
+        """True when the model embeds queries and documents alike (no query-specific prompt)."""
+        prompts = getattr(self.model, "prompts", None) or {}
+        return prompts.get("query", "") == prompts.get("document", "") and not getattr(
+            self.model, "default_prompt_name", None
+        )
 
     def _embed_documents(self, texts: list[str]) -> Any:
         return self._encode("encode_document", texts)

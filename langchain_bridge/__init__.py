@@ -6,12 +6,14 @@ constructors a LangChain user expects (``from_documents``, ``from_vectorstore``,
 """
 
 from langchain_bridge.bridge import BridgeRetriever
+from langchain_bridge.bubble import BubbleRetriever
 from langchain_bridge.compressors import ParentPromotionCompressor
 from langchain_bridge.retrievers import StrategyRetriever, from_langchain_document, to_langchain_document
 from langchain_bridge.umg import UMGRetriever
 
 __all__ = [
     "BridgeRetriever",
+    "BubbleRetriever",
     "ParentPromotionCompressor",
     "StrategyRetriever",
     "UMGRetriever",

@@ -142,15 +142,22 @@ def check_embedder(embedder: Embedder, meta: Mapping[str, Any]) -> None:
 def embed_in_batches(
     embedder: Embedder, texts: Sequence[str], *, show_progress: bool, desc: str = "embedding"
 ) -> npt.NDArray[np.float32]:
-    """Embeds texts in batches with a progress bar; an (n, d) float32 matrix."""
+    """Embeds texts in batches with a progress bar; an (n, d) float32 matrix in input order.
+
+    The texts are sent longest first, so that each batch holds texts of similar length and
+    the model pads little (as one big ``encode`` call would, but with a progress bar).
+    """
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     parts = []
     with tqdm(total=len(texts), desc=desc, unit="text", disable=not show_progress, leave=False) as bar:
         for start in range(0, len(texts), _EMBED_BATCH):
-            parts.append(embedder.embed_documents(list(texts[start : start + _EMBED_BATCH])))
+            parts.append(embedder.embed_documents([texts[i] for i in order[start : start + _EMBED_BATCH]]))
             bar.update(len(parts[-1]))
     if not parts:
         return np.zeros((0, embedder.dimension), dtype=np.float32)
-    return np.ascontiguousarray(np.vstack(parts), dtype=np.float32)
+    out = np.empty((len(texts), parts[0].shape[1]), dtype=np.float32)
+    out[np.asarray(order, dtype=np.int64)] = np.vstack(parts)
+    return out
 
 
 def read_from_store(store: ChunkStore, ids: Sequence[str], what: str) -> StoredChunks | None:

@@ -61,6 +61,28 @@ def test_default_model_query_matches_document_embedding(minilm: SentenceTransfor
     np.testing.assert_allclose(query, document, atol=1e-5)
 
 
+def test_query_and_texts_in_one_call_match_separate_calls(minilm: SentenceTransformerEmbedder) -> None:
+    assert minilm.queries_as_documents is True  # all-MiniLM-L6-v2 has no query prompt
+    q, m = embed.embed_query_with(minilm, "who founded the observatory?", ["Ilse Varga", "observatory"])
+    assert np.allclose(q, minilm.embed_query("who founded the observatory?"), atol=1e-5)
+    assert np.allclose(m, minilm.embed_documents(["Ilse Varga", "observatory"]), atol=1e-5)
+    q2, empty = embed.embed_query_with(minilm, "who?", [])
+    assert empty.shape == (0, 384)
+    assert np.allclose(q2, minilm.embed_query("who?"), atol=1e-6)
+
+
+def test_query_and_texts_use_two_calls_for_other_embedders() -> None:
+    calls: list[str] = []
+
+    def fn(texts: Sequence[str]) -> Any:
+        calls.append("|".join(texts))
+        return np.ones((len(texts), 4), dtype=np.float32)
+
+    fake = CallableEmbedder(fn, name="fake", dimension=4)
+    embed.embed_query_with(fake, "q", ["a", "b"])
+    assert calls == ["q", "a|b"]
+
+
 def test_default_model_semantics(minilm: SentenceTransformerEmbedder) -> None:
     cat, kitten, stocks = minilm.embed_documents(["cat", "kitten", "stock market"])
     assert float(cat @ kitten) > float(cat @ stocks) + 0.1
