@@ -23,10 +23,12 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import secrets
 import shutil
+import tokenize
 import warnings
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -111,12 +113,33 @@ def array_from_bytes(
     if not data.startswith(_NPY_MAGIC):
         raise ValueError("not a .npy array (bad magic bytes)")
     buffer = io.BytesIO(data)
+    # The header is parsed here and the data length checked against it before anything is
+    # allocated, so a damaged header can neither raise an unexpected error nor ask for
+    # terabytes of memory.
     try:
-        array = np.lib.format.read_array(buffer, allow_pickle=False)
-    except (ValueError, OSError, EOFError, TypeError, SyntaxError) as err:
+        major_minor = np.lib.format.read_magic(buffer)
+        if major_minor == (1, 0):
+            shape, fortran_order, found = np.lib.format.read_array_header_1_0(buffer)
+        elif major_minor == (2, 0):
+            shape, fortran_order, found = np.lib.format.read_array_header_2_0(buffer)
+        else:
+            raise ValueError(f"unsupported .npy format version {major_minor}")
+    except (ValueError, OSError, EOFError, TypeError, SyntaxError, tokenize.TokenError, KeyError) as err:
         raise ValueError(f"malformed .npy array: {err}") from err
-    if buffer.tell() != len(data):
-        raise ValueError(f"malformed .npy array: {len(data) - buffer.tell()} trailing bytes")
+    if found.hasobject:
+        raise ValueError("malformed .npy array: it holds Python objects, which would need pickle")
+    if found.itemsize == 0:
+        raise ValueError(f"malformed .npy array: zero-size items (dtype {found})")
+    count = math.prod(shape)
+    expected, present = count * found.itemsize, len(data) - buffer.tell()
+    if present < expected:
+        raise ValueError(
+            f"malformed .npy array: truncated ({present} data bytes, the header announces {expected})"
+        )
+    if present > expected:
+        raise ValueError(f"malformed .npy array: {present - expected} trailing bytes")
+    flat = np.frombuffer(data, dtype=found, count=count, offset=buffer.tell())
+    array = flat.reshape(shape[::-1]).T if fortran_order else flat.reshape(shape)
     if dtype is not None and array.dtype != np.dtype(dtype):
         raise ValueError(f"expected an array of dtype {np.dtype(dtype)}, got {array.dtype}")
     if ndim is not None and array.ndim != ndim:

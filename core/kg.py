@@ -436,9 +436,16 @@ class KnowledgeGraph:
             and (e == 0 or (int(ends.min()) >= 0 and int(ends.max()) < n))
             and graph.num_nodes == n
             and graph.num_edges == int(alive.astype(bool).sum())
+            and bool(np.isfinite(node_matrix).all())
+            and bool(np.isfinite(edge_matrix).all())
+            and (chunk.size == 0 or int(chunk.min()) >= _NO_CHUNK)
+            and (flat.size == 0 or int(flat.min()) >= 0)
         )
         if not ok:
-            raise ValueError("the graph files disagree with each other (sizes or ids); rebuild the index")
+            raise ValueError(
+                "the graph files disagree with each other (sizes, ids or non-finite vectors); "
+                "rebuild the index"
+            )
         kg = cls(dimension)
         kg.node_names = names
         kg._node_index = {}

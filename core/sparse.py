@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import threading
@@ -94,21 +95,89 @@ class BM25Expert:
         missing = [n for n in _BM25_FILES if n not in files]
         if missing:
             raise ValueError(f"BM25 index is missing {missing}; rebuild the index")
-        for name in _BM25_FILES:
-            if name.endswith(".npy"):
-                array_from_bytes(files[name])  # validates the .npy header without pickle
-            else:
-                try:
-                    json.loads(files[name])
-                except ValueError as exc:
-                    raise ValueError(f"BM25 file {name} is not valid JSON") from exc
+        try:
+            params = _bm25_params(json.loads(files["params.index.json"]))
+            params.setdefault("dtype", "float32")
+            vocab = json.loads(files["vocab.index.json"])
+            data = array_from_bytes(files["data.csc.index.npy"], dtype=params["dtype"], ndim=1)
+            indices = array_from_bytes(files["indices.csc.index.npy"], ndim=1)
+            indptr = array_from_bytes(files["indptr.csc.index.npy"], ndim=1)
+            if indices.dtype.kind not in "iu" or indptr.dtype.kind not in "iu" or len(indptr) == 0:
+                raise ValueError("indices and indptr must be non-empty integer arrays")
+            _check_csr(data, indices, indptr, [len(indptr) - 1, params["num_docs"]])
+            columns = len(indptr) - 1
+            if not isinstance(vocab, dict) or not all(
+                isinstance(t, str)
+                and isinstance(i, int)
+                and not isinstance(i, bool)
+                and (0 <= i < columns or (t == "" and i == columns))  # bm25s's placeholder token
+                for t, i in vocab.items()
+            ):
+                raise ValueError("the vocabulary must map tokens to column ids of the score matrix")
+        except ValueError as exc:
+            raise ValueError(f"the BM25 index is malformed ({exc}); rebuild the index") from exc
         expert = cls()
         with tempfile.TemporaryDirectory() as tmp:
             for name in _BM25_FILES:
                 (Path(tmp) / name).write_bytes(files[name])
-            expert.model = expert._bm25s.BM25.load(tmp, allow_pickle=False, load_corpus=False)
+            (Path(tmp) / "params.index.json").write_text(json.dumps(params))
+            try:
+                expert.model = expert._bm25s.BM25.load(tmp, allow_pickle=False, load_corpus=False)
+            except (TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+                raise ValueError(f"the BM25 index is malformed ({exc!r}); rebuild the index") from exc
         expert.size = int(expert.model.scores["num_docs"])
         return expert
+
+
+_BM25_METHODS = frozenset({"robertson", "lucene", "atire"})  # the ones that need no extra arrays
+
+
+def _bm25_params(params: Any) -> dict[str, Any]:
+    """Checks the saved bm25s parameters (the ones :meth:`BM25Expert.to_files` writes); returns a copy.
+
+    Raises:
+        ValueError: A parameter is missing, unknown, or of the wrong type or value.
+    """
+    if not isinstance(params, dict):
+        raise ValueError("the parameters must be a JSON object")
+    unknown = set(params) - {
+        "k1",
+        "b",
+        "delta",
+        "method",
+        "idf_method",
+        "dtype",
+        "int_dtype",
+        "num_docs",
+        "version",
+        "backend",
+    }
+    if unknown:
+        raise ValueError(f"unknown parameters {sorted(unknown)}")
+    for name in ("k1", "b", "delta"):
+        value = params.get(name, 0.5)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or (isinstance(value, float) and not math.isfinite(value))
+        ):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+    choices = {
+        "method": _BM25_METHODS,
+        "idf_method": _BM25_METHODS | {None},
+        "dtype": {"float32", "float64"},
+        "int_dtype": {"int32", "int64"},
+        "backend": {"numpy"},
+    }
+    for name, allowed in choices.items():
+        if name in params and not (isinstance(params[name], str | None) and params[name] in allowed):
+            raise ValueError(f"{name} must be one of {sorted(map(str, allowed))}, got {params[name]!r}")
+    num_docs = params.get("num_docs")
+    if isinstance(num_docs, bool) or not isinstance(num_docs, int) or not 0 <= num_docs < 2**31:
+        raise ValueError(f"num_docs must be an int in [0, 2**31), got {num_docs!r}")
+    if not isinstance(params.get("version", ""), str):
+        raise ValueError("version must be a string")
+    return dict(params)
 
 
 def default_splade_path() -> Path:
@@ -228,11 +297,38 @@ class SpladeExpert:
         from scipy import sparse
 
         try:
-            data = array_from_bytes(files["data.npy"], ndim=1)
-            indices = array_from_bytes(files["indices.npy"], ndim=1)
-            indptr = array_from_bytes(files["indptr.npy"], ndim=1)
-            shape = tuple(int(x) for x in json.loads(files["shape.json"]))
-            self.matrix = sparse.csr_matrix((data, indices, indptr), shape=shape)
+            data = array_from_bytes(files["data.npy"], dtype=np.float32, ndim=1)
+            indices = array_from_bytes(files["indices.npy"], dtype=np.int64, ndim=1)
+            indptr = array_from_bytes(files["indptr.npy"], dtype=np.int64, ndim=1)
+            shape = json.loads(files["shape.json"])
+            _check_csr(data, indices, indptr, shape)
+            self.matrix = sparse.csr_matrix((data, indices, indptr), shape=tuple(shape))
             self.matrix.check_format(full_check=True)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise ValueError(f"the SPLADE index is malformed ({exc}); rebuild the index") from exc
+
+
+def _check_csr(
+    data: npt.NDArray[Any], indices: npt.NDArray[Any], indptr: npt.NDArray[Any], shape: Any
+) -> None:
+    """Validates CSR arrays before scipy sees them (scipy skips its checks for empty matrices).
+
+    Raises:
+        ValueError: The shape is not two non-negative ints, or the arrays do not describe a
+            matrix of that shape.
+    """
+    if (
+        not isinstance(shape, list)
+        or len(shape) != 2
+        or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**31 for x in shape)
+    ):
+        raise ValueError(f"shape must be two non-negative ints below 2**31, got {shape!r}")
+    rows, cols = shape
+    if len(indptr) != rows + 1 or indptr[0] != 0:
+        raise ValueError(f"indptr must have rows + 1 = {rows + 1} entries starting at 0")
+    if (np.diff(indptr) < 0).any() or indptr[-1] != len(indices) or len(indices) != len(data):
+        raise ValueError("indptr must be non-decreasing and end at the number of stored values")
+    if len(indices) and (indices.min() < 0 or indices.max() >= cols):
+        raise ValueError(f"column indices must lie in [0, {cols})")
+    if not np.isfinite(data).all():
+        raise ValueError("the weights contain NaN or infinity")

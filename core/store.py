@@ -49,6 +49,7 @@ FALLBACK_BATCH_SIZE = 1000
 _NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _SHOWN = 5  # how many offending ids an error message lists
+_CHROMA_DB_FILE = "chroma.sqlite3"  # what an embedded Chroma keeps in its data directory
 
 FloatMatrix = npt.NDArray[np.float32]
 
@@ -303,13 +304,17 @@ class ChunkStore:
         Raises:
             ValueError: The name breaks Chroma's rules, or the collection is missing and
                 ``create`` is False.
-            FileNotFoundError: ``path`` does not exist and ``create`` is False.
+            FileNotFoundError: ``path`` holds no Chroma data and ``create`` is False (nothing is
+                written there).
         """
         _check_collection_name(collection_name)
         chromadb, settings = _chromadb()
         directory = Path(path).absolute()
-        if not create and not directory.is_dir():
-            raise FileNotFoundError(f"no Chroma data directory at {str(directory)!r}")
+        if not create and not (directory / _CHROMA_DB_FILE).is_file():
+            # Chroma would create an empty database in any directory it is pointed at.
+            raise FileNotFoundError(
+                f"no Chroma data at {str(directory)!r} (no {_CHROMA_DB_FILE}); pass create=True to make one"
+            )
         client = chromadb.PersistentClient(path=str(directory), settings=settings)
         location = {"kind": "persistent", "path": str(directory)}
         return cls._open(client, collection_name, create=create, hnsw=hnsw, location=location)

@@ -53,7 +53,12 @@ def from_langchain_document(d: Document) -> CoreDocument:
         A core document with ``d.page_content`` as text and a copy of ``d.metadata``. Its id is
         ``d.id`` when set, else the metadata's ``"id"`` or ``"doc_id"`` (stringified), else None
         (the strategy then derives one from the text).
+
+    Raises:
+        TypeError: ``d`` is not a LangChain document.
     """
+    if not isinstance(d, Document):
+        raise TypeError(f"expected a langchain_core Document, got {type(d).__name__}")
     metadata = dict(d.metadata)
     doc_id: Any = d.id
     if doc_id is None:

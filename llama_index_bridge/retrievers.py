@@ -19,6 +19,7 @@ from llama_index.core.schema import (
     NodeRelationship,
     NodeWithScore,
     QueryBundle,
+    QueryType,
     RelatedNodeInfo,
     TextNode,
 )
@@ -137,10 +138,21 @@ def from_llama_document(doc: BaseNode) -> CoreDocument:
     Returns:
         A core document with the node's text (without metadata), a copy of its metadata, and
         its id (``doc.doc_id`` / ``doc.id_``).
+
+    Raises:
+        TypeError: ``doc`` is not a LlamaIndex document or node.
     """
+    if not isinstance(doc, BaseNode):
+        raise TypeError(f"expected a LlamaIndex Document or node, got {type(doc).__name__}")
     return CoreDocument(
         text=doc.get_content(metadata_mode=MetadataMode.NONE), id=doc.id_, metadata=dict(doc.metadata)
     )
+
+
+def _check_query_type(query: object) -> QueryType:
+    if not isinstance(query, str | QueryBundle):
+        raise TypeError(f"query must be a str or a llama_index QueryBundle, got {type(query).__name__}")
+    return query
 
 
 class StrategyRetriever(BaseRetriever):
@@ -229,6 +241,23 @@ class StrategyRetriever(BaseRetriever):
         self.search_kwargs = options
         self.hidden_metadata_keys = None if hidden_metadata_keys is None else frozenset(hidden_metadata_keys)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
+        """Retrieves nodes for a query string or ``QueryBundle``.
+
+        Raises:
+            TypeError: The query is neither a str nor a ``QueryBundle`` (checked before
+                LlamaIndex's instrumentation sees it, which would raise a pydantic error).
+        """
+        return super().retrieve(_check_query_type(str_or_query_bundle))
+
+    async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
+        """Async :meth:`retrieve`.
+
+        Raises:
+            TypeError: The query is neither a str nor a ``QueryBundle``.
+        """
+        return await super().aretrieve(_check_query_type(str_or_query_bundle))
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         """Retrieves nodes with the strategy.

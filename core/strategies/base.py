@@ -12,11 +12,15 @@ from typing import Any, Protocol, runtime_checkable
 
 from core.types import Document, Retrieved
 
-__all__ = ["DEFAULT_MAX_QUERY_CHARS", "Strategy", "check_k", "check_query"]
+__all__ = ["DEFAULT_MAX_QUERY_CHARS", "MAX_K", "Strategy", "check_k", "check_query", "check_text"]
 
 #: Longest query accepted by default (characters). Embedders truncate long inputs anyway,
 #: so a longer query almost always means a document was passed by mistake.
 DEFAULT_MAX_QUERY_CHARS = 10_000
+
+#: Largest result count accepted. Any count above the corpus size returns every result, so
+#: this only turns absurd values into a clear error instead of an overflow in the C++ core.
+MAX_K = 2**31 - 1
 
 
 @runtime_checkable
@@ -53,6 +57,33 @@ class Strategy(Protocol):
         ...
 
 
+def check_text(text: str, what: str) -> str:
+    """Checks that a string is valid Unicode (encodable as UTF-8) and returns it.
+
+    Python strings can hold lone surrogates (such as U+DCE9, left by decoding invalid UTF-8
+    with ``errors="surrogateescape"``), which tokenizers, Chroma and the C++ core cannot take.
+
+    Args:
+        text: The string.
+        what: What it is, for the error message (``"query"``, ``"document 3 (id 'a')"``).
+
+    Returns:
+        ``text`` unchanged.
+
+    Raises:
+        ValueError: ``text`` holds a lone surrogate.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{what} is not valid Unicode text: it holds the lone surrogate {text[exc.start]!r} at "
+            f"position {exc.start} (invalid UTF-8 decoded with errors='surrogateescape'?); decode the "
+            "bytes with errors='replace' or remove the character"
+        ) from None
+    return text
+
+
 def check_query(query: object, max_chars: int = DEFAULT_MAX_QUERY_CHARS) -> str:
     """Validates a query string and returns it stripped.
 
@@ -65,7 +96,8 @@ def check_query(query: object, max_chars: int = DEFAULT_MAX_QUERY_CHARS) -> str:
 
     Raises:
         TypeError: ``query`` is not a string.
-        ValueError: ``query`` is empty, only whitespace, or longer than ``max_chars``.
+        ValueError: ``query`` is empty, only whitespace, longer than ``max_chars``, or not valid
+            Unicode (a lone surrogate).
     """
     if not isinstance(query, str):
         raise TypeError(f"query must be a str, got {type(query).__name__}")
@@ -77,7 +109,7 @@ def check_query(query: object, max_chars: int = DEFAULT_MAX_QUERY_CHARS) -> str:
             f"query is {len(text):,} characters long, above the limit of {max_chars:,}; pass a shorter "
             "query or raise max_query_chars"
         )
-    return text
+    return check_text(text, "query")
 
 
 def check_k(k: object, default: int) -> int:
@@ -101,4 +133,8 @@ def check_k(k: object, default: int) -> int:
         raise TypeError(f"k must be an int, got {type(k).__name__}")
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
+    if k > MAX_K:
+        raise ValueError(
+            f"k must be <= {MAX_K:,}, got {k:,}; any k above the corpus size already returns every result"
+        )
     return k

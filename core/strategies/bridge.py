@@ -54,9 +54,10 @@ from core.index_dir import (
 from core.llm import as_llm
 from core.scoring import top_k_cosine
 from core.store import ChunkStore
-from core.strategies.base import DEFAULT_MAX_QUERY_CHARS, check_k, check_query
+from core.strategies.base import DEFAULT_MAX_QUERY_CHARS, check_k, check_query, check_text
 from core.strategies.common import (
     check_embedder,
+    check_query_vector,
     default_store,
     embed_in_batches,
     merge_config,
@@ -530,7 +531,13 @@ class BridgeRAG:
     def retrieve_by_vector(
         self, text: str, query_vector: FloatMatrix, k: int, *, depth: int, include_abstracts: bool = False
     ) -> list[Retrieved]:
-        """:meth:`retrieve` with the query embedding already computed (benchmarks use this)."""
+        """:meth:`retrieve` with the query embedding already computed (benchmarks use this).
+
+        Raises:
+            ValueError: The query vector does not have the index's dimension or is not finite.
+        """
+        query_vector = check_query_vector(query_vector, self._matrix.shape[1])
+        depth = min(depth, len(self._abs_level))  # deeper than the forest is tall changes nothing
         matrix, alive, row_abstract, n_rows = (
             self._matrix,
             self._alive,
@@ -708,6 +715,7 @@ class BridgeRAG:
                     )
                 if not isinstance(doc.text, str) or not doc.text.strip():
                     raise ValueError(f"document {i} (id {doc.id!r}) has no text; remove it or give it text")
+                check_text(doc.text, f"document {i} (id {doc.id!r})")
                 did = doc.id if doc.id is not None else make_doc_id(doc.text)
                 if did in seen or did in self._doc_rows:
                     hint = " (two documents have the same text and no id)" if doc.id is None else ""

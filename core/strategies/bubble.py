@@ -50,9 +50,10 @@ from core.kg import KnowledgeGraph
 from core.llm import LLM, LLMOutputError, as_llm, complete_json
 from core.scoring import top_k_cosine
 from core.store import ChunkStore
-from core.strategies.base import DEFAULT_MAX_QUERY_CHARS, check_k, check_query
+from core.strategies.base import DEFAULT_MAX_QUERY_CHARS, check_k, check_query, check_text
 from core.strategies.common import (
     check_embedder,
+    check_query_vector,
     default_store,
     embed_in_batches,
     merge_config,
@@ -527,16 +528,20 @@ class BubbleRAG:
         concepts = self._concepts(text)
         missing = self._unembedded(concepts)
         qv, vectors = embed_query_with(self.embedder, text, missing)
+        qv = check_query_vector(qv, self.kg.dimension)
         known = dict(zip(missing, _normalise_rows(vectors), strict=True)) if missing else {}
         return self._retrieve(text, _unit(qv), k, concepts, known, include_triples=bool(include_triples))
 
     def retrieve_by_vector(
         self, text: str, query_vector: FloatMatrix, k: int, *, include_triples: bool = False
     ) -> list[Retrieved]:
-        """:meth:`retrieve` with the query embedding already computed (benchmarks use this)."""
-        return self._retrieve(
-            text, _unit(query_vector), k, self._concepts(text), {}, include_triples=include_triples
-        )
+        """:meth:`retrieve` with the query embedding already computed (benchmarks use this).
+
+        Raises:
+            ValueError: The query vector does not have the index's dimension or is not finite.
+        """
+        qv = _unit(check_query_vector(query_vector, self.kg.dimension))
+        return self._retrieve(text, qv, k, self._concepts(text), {}, include_triples=include_triples)
 
     def _retrieve(
         self,
@@ -913,6 +918,7 @@ class BubbleRAG:
                     )
                 if not isinstance(doc.text, str) or not doc.text.strip():
                     raise ValueError(f"document {i} (id {doc.id!r}) has no text; remove it or give it text")
+                check_text(doc.text, f"document {i} (id {doc.id!r})")
                 did = doc.id if doc.id is not None else make_doc_id(doc.text)
                 if did in seen or did in self._doc_rows:
                     hint = " (two documents have the same text and no id)" if doc.id is None else ""
@@ -1064,7 +1070,12 @@ class BubbleRAG:
         except (TypeError, AttributeError, ValueError) as exc:
             raise ValueError(f"the index files are malformed ({exc}); rebuild it") from exc
         n = len(ids)
-        if len(doc_ids) != n or alive.shape != (n,) or self._matrix.shape != (n, self.embedder.dimension):
+        if (
+            len(doc_ids) != n
+            or alive.shape != (n,)
+            or self._matrix.shape != (n, self.embedder.dimension)
+            or not np.isfinite(self._matrix).all()
+        ):
             raise ValueError(
                 "the index files disagree with each other (sizes or dimensions); rebuild the index"
             )

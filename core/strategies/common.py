@@ -23,6 +23,7 @@ from core.store import ChunkStore, StoredChunks
 
 __all__ = [
     "check_embedder",
+    "check_query_vector",
     "default_store",
     "embed_in_batches",
     "merge_config",
@@ -175,3 +176,20 @@ def read_from_store(store: ChunkStore, ids: Sequence[str], what: str) -> StoredC
             f"the Chroma collection {store.name!r} does not hold the indexed {what} ({exc.args[0]}); "
             "pass the collection the index was built over, or rebuild the index"
         ) from exc
+
+
+def check_query_vector(vector: Any, dimension: int) -> npt.NDArray[np.float32]:
+    """A query embedding as a float32 vector, checked against the index's dimension.
+
+    Raises:
+        ValueError: The shape is not ``(dimension,)`` or a value is NaN or infinite.
+    """
+    arr = np.asarray(vector, dtype=np.float32)
+    if arr.shape != (dimension,):
+        raise ValueError(
+            f"the query embedding has shape {arr.shape}, but the index holds {dimension}-dimensional "
+            "embeddings; embed queries with the model the index was built with"
+        )
+    if not np.isfinite(arr).all():
+        raise ValueError("the query embedding contains NaN or infinity; check the embedder")
+    return arr

@@ -43,9 +43,10 @@ from core.index_dir import (
 from core.scoring import top_k_cosine
 from core.sparse import BM25Expert, SpladeExpert
 from core.store import ChunkStore
-from core.strategies.base import DEFAULT_MAX_QUERY_CHARS, check_k, check_query
+from core.strategies.base import DEFAULT_MAX_QUERY_CHARS, check_k, check_query, check_text
 from core.strategies.common import (
     check_embedder,
+    check_query_vector,
     default_store,
     embed_in_batches,
     merge_config,
@@ -288,6 +289,7 @@ class UMGRAG:
                     )
                 if not isinstance(doc.text, str) or not doc.text.strip():
                     raise ValueError(f"document {i} (id {doc.id!r}) has no text; remove it or give it text")
+                check_text(doc.text, f"document {i} (id {doc.id!r})")
                 did = doc.id if doc.id is not None else make_doc_id(doc.text)
                 if did in known or did in metas:
                     raise ValueError(f"duplicate document id {did!r}; document ids must be unique")
@@ -421,7 +423,12 @@ class UMGRAG:
     def retrieve_by_vector(
         self, text: str, query_vector: FloatMatrix, k: int, *, parent_promotion: bool = False
     ) -> list[Retrieved]:
-        """:meth:`retrieve` with the query embedding already computed."""
+        """:meth:`retrieve` with the query embedding already computed.
+
+        Raises:
+            ValueError: The query vector does not have the index's dimension or is not finite.
+        """
+        query_vector = check_query_vector(query_vector, self._matrix.shape[1])
         if not self._alive.any():
             return []
         lists = self.expert_lists(text, query_vector)
