@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 __all__ = ["main"]
 
@@ -31,17 +33,73 @@ def _cmd_bench_filter(args: argparse.Namespace) -> int:
     return 0
 
 
+def _strategy_names(text: str) -> list[str]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated strategy names, got {text!r}")
+    return names
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
+    if args.suite == "all":
+        return _cmd_bench_all(args)
+    wrong = [f"--{o}" for o in ("strategies", "k", "plot") if getattr(args, o) is not None] + (
+        ["--no-ragas"] if args.no_ragas else []
+    )
+    if wrong:
+        raise ValueError(
+            f"{', '.join(wrong)}: only for the all-strategies comparison (--suite all); "
+            f"drop {'it' if len(wrong) == 1 else 'them'} or --suite {args.suite}"
+        )
+    return _cmd_bench_suite(args)
+
+
+def _cmd_bench_all(args: argparse.Namespace) -> int:
     import json
 
+    from core.comparison import run_comparison
+
+    if args.splade or args.depths is not None:
+        raise ValueError("--depths and --splade apply to --suite bridge / --suite umg only")
+    t0 = time.perf_counter()
+    result = run_comparison(
+        args.dataset,
+        strategies=args.strategies,
+        k=5 if args.k is None else args.k,
+        sample=args.sample,
+        seed=args.seed,
+        ragas=not args.no_ragas,
+    )
+    print()
+    print(result.report())
+    if args.out:
+        Path(args.out).write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+        print(f"\nwrote {args.out}")
+    if args.plot:
+        result.plot(args.plot)
+        print(f"wrote {args.plot}")
+    print(f"\ntotal run time {time.perf_counter() - t0:.1f} s")
+    return 1 if result.failed else 0
+
+
+def _cmd_bench_suite(args: argparse.Namespace) -> int:
+    import json
+
+    if args.grow is not None and args.suite != "bubble":
+        raise ValueError("--grow applies to --suite bubble only")
     if args.suite == "umg":
         from core.umg_benchmark import run_umg_benchmark
 
         out = run_umg_benchmark(args.dataset, seed=args.seed, sample=args.sample, splade=args.splade)
+    elif args.suite == "bubble":
+        from core.bubble_benchmark import run_bubble_benchmark
+
+        out = run_bubble_benchmark(args.dataset, seed=args.seed, sample=args.sample, grow_with=args.grow)
     else:
         from core.bridge_benchmark import run_bridge_benchmark
 
-        out = run_bridge_benchmark(args.dataset, depths=args.depths, seed=args.seed, sample=args.sample)
+        depths = [1, 2, 3] if args.depths is None else args.depths
+        out = run_bridge_benchmark(args.dataset, depths=depths, seed=args.seed, sample=args.sample)
     print(
         f"\n{out['dataset']}: {out['questions']} questions, {out['passages']:,} passages indexed "
         "one document "
@@ -49,14 +107,27 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     )
     print(out["table"])
     b = out["build"]
-    built = b.get("bridge_build_s", b.get("umg_build_s", 0.0))
+    built = b.get("bridge_build_s", b.get("umg_build_s", b.get("bubble_build_s", 0.0)))
     print(
         f"\nbuild: {args.suite} index {built:.1f} s; "
         f"embedding the corpus once {b['embed_corpus_once_s']:.1f} s; "
         f"ratio {b['build_over_embed']:.2f}x"
     )
     print("build steps (s): " + ", ".join(f"{k} {v:.1f}" for k, v in b["steps_s"].items()))
-    print("index: " + ", ".join(f"{k} {v:,}" for k, v in b["counts"].items()))
+    if "counts" in b:
+        print("index: " + ", ".join(f"{k} {v:,}" for k, v in b["counts"].items()))
+    if "graph" in out:
+        g = out["graph"]
+        kinds = ", ".join(f"{k} {v:,}" for k, v in g["edges_by_kind"].items())
+        print(f"graph: {g['nodes']:,} nodes, {g['edges']:,} edges ({kinds}), {g['memory_mb']:.1f} MB")
+    if "localisation" in out:
+        loc = out["localisation"]
+        print(
+            f"localisation: graph grown {loc['growth']:.1f}x ({loc['small_nodes']:,} -> "
+            f"{loc['grown_nodes']:,} nodes, +{loc['added_passages']:,} passages); bubble p50 "
+            f"{loc['small_p50_ms']:.1f} -> {loc['grown_p50_ms']:.1f} ms ({loc['p50_ratio']:.2f}x); "
+            f"grown build {loc['grown_build_s']:.0f} s"
+        )
     if args.out:
         Path(args.out).write_text(json.dumps({k: v for k, v in out.items() if k != "table"}, indent=2) + "\n")
         print(f"\nwrote {args.out}")
@@ -68,6 +139,86 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     run_demo(persist_directory=args.persist, k=args.k, depth=args.depth)
     return 0
+
+
+def _positive_int(text: str) -> int:
+    values = _positive_ints(text)
+    if len(values) != 1:
+        raise argparse.ArgumentTypeError(f"expected one positive integer, got {text!r}")
+    return values[0]
+
+
+def _cmd_bench_scale(args: argparse.Namespace) -> int:
+    from core.scale_benchmark import run_scale_benchmark, to_json
+
+    out = run_scale_benchmark(args.chunks, queries=args.queries, seed=args.seed)
+    print(f"\nBridge-RAG over synthetic corpora (seed {out['seed']}, embedder {out['embedder']})\n")
+    print(out["report"])
+    if args.out:
+        Path(args.out).write_text(to_json(out) + "\n", encoding="utf-8")
+        print(f"\nwrote {args.out}")
+    return 0
+
+
+def _cmd_bench_reliability(args: argparse.Namespace) -> int:
+    from core.reliability_benchmark import run_reliability_benchmark, to_json
+
+    out = run_reliability_benchmark(
+        queries=args.queries,
+        entities=args.entities,
+        strategies=args.strategies,
+        embed_queries=args.embed_queries,
+    )
+    print()
+    print(out["report"])
+    if args.out:
+        Path(args.out).write_text(to_json(out) + "\n", encoding="utf-8")
+        print(f"\nwrote {args.out}")
+    return 0
+
+
+def _add_scale_and_reliability(sub: Any) -> None:
+    scale = sub.add_parser(
+        "bench-scale",
+        help="Bridge-RAG build time, memory and query latency over a synthetic corpus of N chunks",
+        description="Build Bridge-RAG (real embedder, spaCy, embedded Chroma) over a deterministic synthetic "
+        "corpus of N/10 and N chunks and report build time, peak memory, bytes per entity and per abstract, "
+        "and p50/p95 query latency at both sizes with their ratio.",
+    )
+    scale.add_argument("--chunks", type=_positive_int, default=100_000, help="corpus size (default 100,000)")
+    scale.add_argument("--queries", type=_positive_int, default=200, help="questions timed (default 200)")
+    scale.add_argument("--seed", type=int, default=0, help="seed of the corpus and questions (default 0)")
+    scale.add_argument("--out", help="also write the figures as JSON to this file")
+    scale.set_defaults(func=_cmd_bench_scale)
+    rel = sub.add_parser(
+        "bench-reliability",
+        help="GIL scaling of the C++ batch lookups and RSS over 10,000 queries per strategy",
+        description="Measure batch entity lookups on one thread against two (the C++ loop releases the "
+        "GIL) and each strategy's resident memory after 1,000 and after N queries (a leak check).",
+    )
+    rel.add_argument(
+        "--queries", type=_positive_int, default=10_000, help="queries per strategy (default 10,000)"
+    )
+    rel.add_argument(
+        "--entities",
+        type=_positive_int,
+        default=200_000,
+        help="entities in the lookup benchmark (default 200,000)",
+    )
+    rel.add_argument(
+        "--strategies",
+        type=_strategy_names,
+        default=["bridge", "umg"],
+        help="strategies (default bridge,umg)",
+    )
+    rel.add_argument(
+        "--embed-queries",
+        action="store_true",
+        help="run the embedding model for every query too (slow); by default each distinct query is "
+        "embedded once",
+    )
+    rel.add_argument("--out", help="also write the figures as JSON to this file")
+    rel.set_defaults(func=_cmd_bench_reliability)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,26 +256,49 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser(
         "bench",
-        help="benchmark a strategy and its baselines on a dataset directory",
+        help="compare every strategy and its LangChain / LlamaIndex peers on a dataset directory",
         description="Benchmark on DATASET_DIR (corpus.jsonl + questions.jsonl), in one run over one Chroma "
-        "collection: --suite bridge measures dense retrieval and Bridge-RAG at several depths; --suite umg "
-        "measures BM25, dense, SPLADE (--splade), hybrid RRF, UMG-RAG and UMGP-RAG.",
+        "collection. By default (--suite all) every strategy named in --strategies and the LangChain and "
+        "LlamaIndex peers are built from the same corpus, embedder and Chroma data and compared: passage "
+        "recall@k, answer recall@k, context words, p50/p95 latency, build time, peak memory and RAGAS's "
+        "non-LLM metrics, as a markdown table (stdout), JSON (--out) and a PNG (--plot). --suite bridge "
+        "measures dense retrieval and Bridge-RAG at several depths; --suite umg measures BM25, dense, "
+        "SPLADE (--splade), hybrid RRF, UMG-RAG and UMGP-RAG; --suite bubble measures BubbleRAG beside dense "
+        "and Bridge-RAG (--grow adds the localisation check).",
     )
     bench.add_argument("dataset", help="dataset directory, e.g. ../shared/data/musique")
     bench.add_argument(
-        "--depths", type=_positive_ints, default=[1, 2, 3], help="Bridge depths (default 1,2,3)"
+        "--strategies",
+        type=_strategy_names,
+        default=None,
+        help="comma-separated strategies to compare (default: all registered): dense, bm25, hybrid, bridge, "
+        "umg, umgp, bubble, langchain-ensemble, llamaindex-fusion",
+    )
+    bench.add_argument("--k", type=int, default=None, help="results per question; metrics at k (default 5)")
+    bench.add_argument("--plot", help="also draw recall@k against p50 latency into this PNG")
+    bench.add_argument("--no-ragas", action="store_true", help="skip the RAGAS metrics")
+    bench.add_argument(
+        "--depths", type=_positive_ints, default=None, help="--suite bridge: Bridge depths (default 1,2,3)"
     )
     bench.add_argument("--seed", type=int, default=0, help="corpus shuffle seed (default 0)")
     bench.add_argument("--sample", type=int, default=None, help="use a seeded sample of N questions")
     bench.add_argument(
         "--suite",
-        choices=["bridge", "umg"],
-        default="bridge",
-        help="bridge: dense and Bridge-RAG; umg: BM25, dense, SPLADE, RRF, UMG and UMGP (default bridge)",
+        choices=["all", "bridge", "umg", "bubble"],
+        default="all",
+        help="all: every strategy and the peers (default); bridge: dense and Bridge-RAG; umg: BM25, dense, "
+        "SPLADE, RRF, UMG and UMGP; bubble: dense, Bridge-RAG and BubbleRAG (no LLM), graph size",
+    )
+    bench.add_argument(
+        "--grow",
+        default=None,
+        help="--suite bubble: also index this folder's corpus.jsonl (e.g. ../shared/data/2wiki) and compare "
+        "BubbleRAG's p50 latency on the grown graph (the localisation check)",
     )
     bench.add_argument("--splade", action="store_true", help="umg suite: add the SPLADE expert (slow on CPU)")
     bench.add_argument("--out", help="also write the figures as JSON to this file")
     bench.set_defaults(func=_cmd_bench)
+    _add_scale_and_reliability(sub)
     return parser
 
 

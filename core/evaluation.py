@@ -15,7 +15,7 @@ import random
 import re
 import string
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ __all__ = [
     "Dataset",
     "Question",
     "answer_found",
+    "demo_dataset",
     "load_dataset",
     "normalize_answer",
     "passage_recall",
@@ -65,6 +66,10 @@ class Dataset:
         if sample < 1:
             raise ValueError(f"sample must be >= 1, got {sample}")
         return random.Random(seed).sample(self.questions, min(sample, len(self.questions)))
+
+    def passage_texts(self) -> dict[str, str]:
+        """Passage id -> the text indexed for it (``title``, a newline, ``text``)."""
+        return {p["id"]: f"{p['title']}\n{p['text']}" for p in self.passages}
 
     def documents(self, seed: int = 0) -> list[Document]:
         """The passages as documents, shuffled with ``seed`` (one document per passage)."""
@@ -155,6 +160,32 @@ def load_dataset(directory: str | Path) -> Dataset:
     return Dataset(name=root.name, passages=passages, questions=questions)
 
 
+def demo_dataset() -> Dataset:
+    """The bundled demo corpus (46 documents) and its 12 questions as a :class:`Dataset`.
+
+    The demo questions have no answer aliases; passage texts are the documents' bodies
+    (:meth:`Dataset.documents` puts the title in front again, as the demo corpus does).
+    """
+    from core.demo_data import load_demo_corpus, load_demo_questions
+
+    passages = []
+    for doc in load_demo_corpus():
+        title = str(doc.metadata.get("title", ""))
+        body = doc.text[len(title) + 1 :] if doc.text.startswith(f"{title}\n") else doc.text
+        passages.append({"id": str(doc.id), "title": title, "text": body})
+    questions = [
+        Question(
+            id=str(q["id"]),
+            question=str(q["question"]),
+            answer=str(q["answer"]),
+            aliases=tuple(str(a) for a in q.get("answer_aliases", [])),
+            supporting_ids=tuple(str(s) for s in q["supporting_ids"]),
+        )
+        for q in load_demo_questions()
+    ]
+    return Dataset(name="demo", passages=passages, questions=questions)
+
+
 _PUNCT = re.compile(f"[{re.escape(string.punctuation)}]")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
@@ -226,9 +257,19 @@ def run_strategy(
 
 
 def summarize_runs(
-    questions: Sequence[Question], runs: Sequence[RunResult], ks: Sequence[int]
+    questions: Sequence[Question], runs: Sequence[RunResult], ks: Sequence[int], *, answer_k: int = 5
 ) -> list[dict[str, Any]]:
-    """Metrics per strategy: passage recall@k, answer recall@5, context words@5, latency, build time."""
+    """Metrics per strategy: passage recall@k, answer recall, context words, latency, build time.
+
+    Args:
+        questions: The questions, in the order the runs answered them.
+        runs: One run per strategy.
+        ks: The k of each passage recall column (``recall@{k}``).
+        answer_k: The k of ``answer_recall@{answer_k}`` and ``context_words@{answer_k}``.
+
+    Returns:
+        One row (dict) per run.
+    """
     rows = []
     for run in runs:
         row: dict[str, Any] = {"strategy": run.name}
@@ -241,16 +282,16 @@ def summarize_runs(
                     ]
                 )
             )
-        row["answer_recall@5"] = float(
+        row[f"answer_recall@{answer_k}"] = float(
             np.mean(
                 [
-                    answer_found(q, [x.text for x in r[:5]])
+                    answer_found(q, [x.text for x in r[:answer_k]])
                     for q, r in zip(questions, run.results, strict=True)
                 ]
             )
         )
-        row["context_words@5"] = float(
-            np.mean([sum(len(x.text.split()) for x in r[:5]) for r in run.results])
+        row[f"context_words@{answer_k}"] = float(
+            np.mean([sum(len(x.text.split()) for x in r[:answer_k]) for r in run.results])
         )
         row["p50_ms"] = float(np.percentile(run.latency_ms, 50))
         row["p95_ms"] = float(np.percentile(run.latency_ms, 95))
@@ -263,18 +304,32 @@ def summarize_runs(
     return rows
 
 
-def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    """A markdown table of ``rows`` restricted to ``columns`` (missing values shown as -)."""
+def markdown_table(
+    rows: Sequence[dict[str, Any]], columns: Sequence[str], headers: Mapping[str, str] | None = None
+) -> str:
+    """A markdown table of ``rows`` restricted to ``columns`` (missing values shown as -).
+
+    Args:
+        rows: The rows.
+        columns: The keys to show, in order.
+        headers: Optional header text per key (default: the key itself).
+
+    Returns:
+        The table.
+    """
+    names = headers or {}
 
     def fmt(v: Any) -> str:
         if v is None:
             return "-"
         if isinstance(v, float):
+            if v != v:  # NaN: no score
+                return "-"
             return f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}"
         return str(v)
 
     out = [
-        "| " + " | ".join(columns) + " |",
+        "| " + " | ".join(names.get(c, c) for c in columns) + " |",
         "|" + "|".join("---" if c == "strategy" else "---:" for c in columns) + "|",
     ]
     out += ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows]

@@ -1,0 +1,318 @@
+"""Tests for the pieces of the comparison run: registry, embedding cache, peak memory, RAGAS glue, plot."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+from core import bench_registry
+from core.bench_corpus import BenchContext, SharedCorpus
+from core.bench_plot import plot_recall_latency
+from core.bench_registry import STRATEGIES, StrategySpec, from_documents, register, resolve_strategies
+from core.embedding_cache import EmbeddingCache
+from core.evaluation import Question, RunResult, demo_dataset, markdown_table, summarize_runs
+from core.peak_memory import measure_peak_rss
+from core.types import Document, Retrieved
+from tests.core.conftest import CountingEmbedder, hash_embedder
+
+# ---------------------------------------------------------------- registry
+
+
+def test_registry_lists_ours_baselines_peers_and_bubble() -> None:
+    assert list(STRATEGIES)[:6] == ["dense", "bm25", "hybrid", "bridge", "umg", "umgp"]
+    assert STRATEGIES["bubble"].requires == ("core.strategies.bubble",)
+    assert STRATEGIES["umg"].key == STRATEGIES["umgp"].key == "umg"
+    assert {n for n, s in STRATEGIES.items() if s.family == "peer"} == {
+        "langchain-ensemble",
+        "llamaindex-fusion",
+    }
+
+
+def test_resolve_rejects_unknown_and_repeated_names() -> None:
+    with pytest.raises(ValueError, match=r"unknown strategy 'nope'; choose from dense, bm25"):
+        resolve_strategies(["dense", "nope"])
+    with pytest.raises(ValueError, match="listed twice"):
+        resolve_strategies(["dense", "dense"])
+    with pytest.raises(ValueError, match="no strategies given"):
+        resolve_strategies([])
+
+
+def test_resolve_skips_a_strategy_whose_module_does_not_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = StrategySpec("ghost", "not written yet", lambda ctx: None, requires=("core.no_such_module_xyz",))
+    monkeypatch.setitem(STRATEGIES, "ghost", spec)
+    specs, skipped = resolve_strategies(["dense", "ghost"])
+    assert [s.name for s in specs] == ["dense"]
+    assert "core.no_such_module_xyz does not import (ModuleNotFoundError" in skipped["ghost"]
+
+
+def test_register_rejects_taken_and_malformed_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench_registry, "STRATEGIES", dict(STRATEGIES))
+    with pytest.raises(ValueError, match="already registered"):
+        register(StrategySpec("dense", "again", lambda ctx: None))
+    with pytest.raises(ValueError, match="without commas or spaces"):
+        register(StrategySpec("a,b", "bad", lambda ctx: None))
+    register(StrategySpec("extra", "one more", lambda ctx: None))
+    assert "extra" in bench_registry.STRATEGIES
+
+
+class _FakeStrategy:
+    """Records how ``from_documents`` was called (wiring only)."""
+
+    calls: ClassVar[list[dict[str, Any]]] = []
+
+    @classmethod
+    def from_documents(
+        cls, documents: Sequence[Document], *, store: Any, embedder: Any, show_progress: bool = True
+    ) -> _FakeStrategy:
+        cls.calls.append(
+            {
+                "documents": list(documents),
+                "store": store,
+                "embedder": embedder,
+                "show_progress": show_progress,
+            }
+        )
+        return cls()
+
+
+def test_from_documents_builder_passes_shared_documents_embedder_and_a_new_store(tmp_path: Path) -> None:
+    import sys
+    import types
+
+    module = types.ModuleType("fake_bench_strategy_module")
+    module.FakeStrategy = _FakeStrategy  # type: ignore[attr-defined]
+    sys.modules[module.__name__] = module
+    try:
+        docs = [Document("Alpha beta.", id="a")]
+        cache = EmbeddingCache(hash_embedder())
+        ctx = BenchContext(
+            documents=docs,
+            embedder=cache,
+            corpus=SharedCorpus(store=None),  # type: ignore[arg-type]
+            chroma_path=tmp_path / "chroma",
+            k=3,
+            show_progress=False,
+        )
+        build = from_documents(module.__name__, "FakeStrategy")
+        build(ctx)
+        build(ctx)
+    finally:
+        del sys.modules[module.__name__]
+    first, second = _FakeStrategy.calls[-2:]
+    assert first["documents"] == docs
+    assert first["embedder"] is cache
+    assert first["show_progress"] is False
+    assert first["store"].name == "fakestrategy"
+    assert second["store"].name == "fakestrategy-2", "each build gets its own collection"
+
+
+# ---------------------------------------------------------------- embedding cache
+
+
+def test_embedding_cache_embeds_each_text_once_and_accounts_for_hits() -> None:
+    inner = CountingEmbedder(hash_embedder())
+    cache = EmbeddingCache(inner)
+    with cache.account() as first:
+        a = cache.embed_documents(["one two", "three", "one two"])
+    assert inner.documents_embedded == 2
+    assert (first.misses, first.hits) == (2, 0)
+    assert first.miss_seconds > 0
+    with cache.account() as second:
+        b = cache.embed_documents(["three", "four", "one two"])
+    assert inner.documents_embedded == 3, "only 'four' is new"
+    assert (second.misses, second.hits) == (1, 2)
+    assert second.hit_seconds > 0
+    np.testing.assert_array_equal(a[0], b[2])
+    np.testing.assert_array_equal(a[1], b[0])
+    cache.embed_query("one two")
+    cache.embed_query("one two")
+    assert inner.query_calls == 2, "queries are never cached"
+    assert cache.embed_documents([]).shape == (0, cache.dimension)
+    with pytest.raises(TypeError, match="single str"):
+        cache.embed_documents("one two")
+
+
+# ---------------------------------------------------------------- peak memory
+
+
+def test_peak_rss_sees_an_allocation_held_during_the_phase() -> None:
+    with measure_peak_rss() as mem:
+        block = np.ones(64 * 1024 * 1024 // 8)  # 64 MiB, touched
+        assert block.sum() > 0
+    assert mem.added_mib >= 48
+    assert mem.peak_mib >= mem.start_mib + 48
+    assert mem.samples >= 2
+    with pytest.raises(ValueError, match="interval_s must be positive"), measure_peak_rss(0):
+        pass
+
+
+# ---------------------------------------------------------------- evaluation helpers
+
+
+def _q(qid: str, gold: Sequence[str], answer: str = "x") -> Question:
+    return Question(
+        id=qid, question=f"question {qid}?", answer=answer, aliases=(), supporting_ids=tuple(gold)
+    )
+
+
+def _r(doc_id: str, text: str = "") -> Retrieved:
+    return Retrieved(
+        id=f"{doc_id}::0", text=text or f"text of {doc_id}", score=1.0, metadata={"doc_id": doc_id}
+    )
+
+
+def test_summarize_runs_takes_answer_recall_and_words_at_answer_k() -> None:
+    questions = [_q("q1", ["a"], answer="needle")]
+    run = RunResult(name="s", results=[[_r("b", "one two"), _r("a", "the needle is here")]], latency_ms=[1.0])
+    (at1,) = summarize_runs(questions, [run], ks=(1,), answer_k=1)
+    (at2,) = summarize_runs(questions, [run], ks=(2,), answer_k=2)
+    assert (at1["recall@1"], at1["answer_recall@1"], at1["context_words@1"]) == (0.0, 0.0, 2.0)
+    assert (at2["recall@2"], at2["answer_recall@2"], at2["context_words@2"]) == (1.0, 1.0, 6.0)
+
+
+def test_markdown_table_headers_and_nan() -> None:
+    table = markdown_table([{"strategy": "s", "x": math.nan, "y": 0.5}], ["strategy", "x", "y"], {"y": "Y!"})
+    assert table.splitlines()[0] == "| strategy | x | Y! |"
+    assert table.splitlines()[2] == "| s | - | 0.500 |"
+
+
+def test_demo_dataset_matches_the_demo_corpus(demo_docs: list[Document]) -> None:
+    data = demo_dataset()
+    assert data.name == "demo"
+    assert len(data.questions) == 12
+    texts = data.passage_texts()
+    assert texts == {d.id: d.text for d in demo_docs}
+    assert all(set(q.supporting_ids) <= set(texts) for q in data.questions)
+
+
+# ---------------------------------------------------------------- RAGAS glue
+
+
+def test_ragas_non_llm_metrics_score_ids_and_texts() -> None:
+    from core.ragas_eval import evaluate_retrieval
+
+    passages = {
+        "a": "Ilse Varga founded the Marrowick Observatory in 1874.",
+        "b": "Tomas Brel directed the Halden Institute for thirty years.",
+        "c": "Corvane is a city on the River Tessel.",
+    }
+    questions = [_q("q1", ["a", "b"]), _q("q2", ["c"])]
+    results = [
+        [_r("a", passages["a"]), _r("x", "Completely unrelated words about cooking pasta at home.")],
+        [_r("y", "Nothing to see here, only a note about the weather today.")],
+    ]
+    scores = evaluate_retrieval(questions, results, passages, k=2)
+    per = scores.per_question
+    assert per[0]["id_based_context_recall"] == pytest.approx(0.5)
+    assert per[0]["id_based_context_precision"] == pytest.approx(0.5)
+    assert per[0]["non_llm_context_recall"] == pytest.approx(0.5), "passage a retrieved verbatim, b missing"
+    assert per[1]["id_based_context_recall"] == 0.0
+    assert per[1]["non_llm_context_recall"] == 0.0
+    assert scores.means["id_based_context_recall"] == pytest.approx(0.25)
+    assert scores.failed == dict.fromkeys(scores.means, 0)
+    with pytest.raises(ValueError, match="gold passage 'c' is not in passages"):
+        evaluate_retrieval(questions, results, {"a": "x", "b": "y"}, k=2)
+    with pytest.raises(ValueError, match="pass embedder= with llm="):
+        evaluate_retrieval(questions, results, passages, k=2, llm=lambda p: "x")
+
+
+def test_ragas_llm_metrics_wiring(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With an LLM, answers are generated from the retrieved contexts and the LLM metrics are requested."""
+    import ragas
+
+    from core import ragas_eval
+
+    captured: dict[str, Any] = {}
+
+    class _Result:
+        def __init__(self, n: int, names: list[str]) -> None:
+            self.scores = [dict.fromkeys(names, 0.5) for _ in range(n)]
+
+    def fake_evaluate(dataset: Any, *, metrics: list[Any], **kwargs: Any) -> _Result:
+        captured["samples"] = list(dataset)
+        captured["metrics"] = [m.name for m in metrics]
+        captured.update(kwargs)
+        return _Result(len(captured["samples"]), captured["metrics"])
+
+    monkeypatch.setattr(ragas, "evaluate", fake_evaluate)
+    prompts: list[str] = []
+
+    def llm(prompt: str) -> str:
+        prompts.append(prompt)
+        return " Marrowick "
+
+    passages = {"a": "Ilse Varga founded the Marrowick Observatory."}
+    scores = ragas_eval.evaluate_retrieval(
+        [_q("q1", ["a"])], [[_r("a", passages["a"])]], passages, k=1, llm=llm, embedder=hash_embedder()
+    )
+    assert captured["metrics"] == [*ragas_eval.NON_LLM_METRICS, *ragas_eval.LLM_METRICS]
+    assert captured["samples"][0].response == "Marrowick"
+    assert "Ilse Varga founded the Marrowick Observatory." in prompts[0]
+    assert "Question: question q1?" in prompts[0]
+    assert captured["llm"] is llm
+    assert captured["raise_exceptions"] is False
+    vector = captured["embeddings"].embed_query("Marrowick")
+    assert len(vector) == hash_embedder().dimension
+    assert scores.means["faithfulness"] == 0.5
+
+
+# ---------------------------------------------------------------- plot
+
+
+def test_plot_writes_a_png_with_one_point_per_strategy(tmp_path: Path) -> None:
+    rows = [
+        {"strategy": "dense", "recall@5": 0.6, "p50_ms": 15.0, "family": "baseline"},
+        {"strategy": "bridge", "recall@5": 0.7, "p50_ms": 18.0, "family": "ours"},
+        {"strategy": "langchain-ensemble", "recall@5": 0.62, "p50_ms": 16.0, "family": "peer"},
+    ]
+    out = tmp_path / "plot.png"
+    fig = plot_recall_latency(rows, out, k=5, title="t")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    ax = fig.axes[0]
+    assert sorted(t.get_text() for t in ax.texts) == ["bridge", "dense", "langchain-ensemble"]
+    assert sum(len(c.get_offsets()) for c in ax.collections) == 3
+    assert ax.get_ylabel() == "passage recall@5"
+    with pytest.raises(ValueError, match="lacks 'recall@5'"):
+        plot_recall_latency([{"strategy": "s", "p50_ms": 1.0}])
+    with pytest.raises(ValueError, match="no rows"):
+        plot_recall_latency([])
+
+
+# ---------------------------------------------------------------- the shared corpus
+
+
+def test_bridge_from_the_shared_collection_equals_bridge_from_documents(
+    demo_docs: list[Document], embedder: Any, extractor: Any, tmp_path: Path
+) -> None:
+    """The comparison builds Bridge-RAG with ``from_store`` over the shared chunks; it must rank as
+    ``from_documents`` does (same chunks, metadata, abstracts and entities)."""
+    from core.bench_corpus import build_shared_corpus
+    from core.store import ChunkStore
+    from core.strategies.bridge import BridgeRAG
+
+    docs = demo_docs[:16]
+    cache = EmbeddingCache(embedder)
+    corpus = build_shared_corpus(
+        docs, cache, ChunkStore.persistent(tmp_path / "chroma", "shared_chunks"), show_progress=False
+    )
+    assert corpus.build_seconds > 0
+    shared = BridgeRAG.from_store(
+        corpus.store, embedder=cache, entity_extractor=extractor, show_progress=False
+    )
+    own = BridgeRAG.from_documents(
+        docs,
+        embedder=cache,
+        entity_extractor=extractor,
+        store=ChunkStore.persistent(tmp_path / "chroma", "own_chunks"),
+        show_progress=False,
+    )
+    assert shared.report.counts == own.report.counts
+    for question in ("Who founded the Marrowick Observatory?", "Which institute did Tomas Brel direct?"):
+        a = [(r.id, round(r.score, 5)) for r in shared.retrieve(question, k=5)]
+        b = [(r.id, round(r.score, 5)) for r in own.retrieve(question, k=5)]
+        assert a == b
