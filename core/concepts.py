@@ -162,7 +162,7 @@ def spacy_concepts(
     Returns:
         Concepts, the whole query first.
     """
-    doc = nlp(query)
+    doc = nlp(query, disable=[p for p in ("lemmatizer",) if p in nlp.pipe_names])
     found: list[Concept] = []
     seen: set[str] = set()
     entity_spans = [(e.start_char, e.end_char) for e in doc.ents]

@@ -142,10 +142,11 @@ class KnowledgeGraph:
             return self._to_native
 
     def anchor_edges(self) -> tuple[npt.NDArray[np.int64], FloatMatrix]:
-        """The live relation edges (not co-occurrence or title edges) and their vectors.
+        """The live relation edges (not co-occurrence or title edges) and the anchor matrix.
 
-        These are the edges a query concept can anchor on; the matrix is contiguous and
-        cached, so a query scans it without copying.
+        These are the edges a query concept can anchor on. The matrix stacks every node's
+        vector (rows ``0..num_nodes-1``) and then these edges' vectors, contiguous and
+        cached, so a query scores all anchor candidates with one matrix product.
         """
         with self._lock:
             self._ensure_graph()
@@ -158,7 +159,9 @@ class KnowledgeGraph:
                     ],
                     dtype=np.int64,
                 )
-                matrix = np.ascontiguousarray(self.edge_matrix[ids], dtype=np.float32)
+                matrix = np.ascontiguousarray(
+                    np.vstack([self.node_matrix, self.edge_matrix[ids]]), dtype=np.float32
+                )
                 self._anchor_edges = (ids, matrix)
             return self._anchor_edges
 

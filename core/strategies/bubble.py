@@ -707,9 +707,10 @@ class BubbleRAG:
     ) -> tuple[list[list[int]], list[tuple[int, int, float, int]]]:
         """Anchor groups: per concept, seed indices into (node, edge or -1, cost, concept)."""
         cfg, kg = self.config, self.kg
-        node_sims = kg.node_matrix @ vectors.T
         alive_edges, anchor_matrix = kg.anchor_edges()
-        edge_sims = anchor_matrix @ vectors.T if alive_edges.size else None
+        sims = vectors @ anchor_matrix.T  # one pass over nodes and relation edges; a row per concept
+        n_nodes = kg.node_matrix.shape[0]
+        node_sims, edge_sims = sims[:, :n_nodes], (sims[:, n_nodes:] if alive_edges.size else None)
         seeds: list[tuple[int, int, float, int]] = []
         groups: list[list[int]] = []
         for ci, concept in enumerate(concepts):
@@ -720,7 +721,7 @@ class BubbleRAG:
                 picked.add(exact)
                 group.append(len(seeds))
                 seeds.append((exact, -1, 0.0, ci))
-            col = node_sims[:, ci]
+            col = node_sims[ci]
             top = _top(col, cfg.anchors)
             for n in top:
                 if col[n] >= cfg.min_anchor_similarity and int(n) not in picked:
@@ -728,7 +729,7 @@ class BubbleRAG:
                     group.append(len(seeds))
                     seeds.append((int(n), -1, max(0.0, float(1.0 - col[n])), ci))
             if edge_sims is not None:
-                ecol = edge_sims[:, ci]
+                ecol = edge_sims[ci]
                 for j in _top(ecol, cfg.anchors):
                     if ecol[j] >= cfg.min_anchor_similarity:
                         e = int(alive_edges[j])
