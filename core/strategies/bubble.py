@@ -43,6 +43,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from core.blas import single_threaded_blas
 from core.concepts import Concept, TermStatistics, dedupe, llm_concepts, spacy_concepts
 from core.embed import Embedder, as_embedder, embed_query_with
 from core.index_dir import array_from_bytes, array_to_bytes, json_from_bytes, json_to_bytes, save_index
@@ -575,41 +576,44 @@ class BubbleRAG:
         if kg.num_nodes == 0:
             return [], "empty-graph"
         vectors = self._concept_vectors(concepts, qv, known)
-        groups, seeds = self._anchors(concepts, vectors)
-        if not seeds:
-            return [], "no-anchors"
-        graph = kg.graph
-        native = kg.native_edge_ids()
-        heads, tails = kg.native_ends()
-        seed_nodes = np.asarray([s[0] for s in seeds], dtype=np.int64)
-        local = graph.localize(np.unique(seed_nodes), cfg.hops, cfg.max_local_nodes)
-        allowed = np.zeros(kg.num_nodes, dtype=np.uint8)
-        allowed[local] = 1
-        if not allowed[seed_nodes].all():  # more anchors than max_local_nodes: keep those inside
-            groups = [kept for kept in ([i for i in g if allowed[seeds[i][0]]] for g in groups) if kept]
-        node_cost = np.ones(kg.num_nodes, dtype=np.float32)
-        node_cost[local] = np.clip(1.0 - kg.node_matrix[local] @ qv, 0.0, 2.0)
-        edge_cost = np.ones(len(native), dtype=np.float32)
-        inside = np.flatnonzero(allowed[heads].astype(bool) & allowed[tails].astype(bool))
-        edge_cost[inside] = np.clip(1.0 - kg.edge_matrix[native[inside]] @ qv, 0.0, 2.0)
-        to_native = kg.to_native()
-        offsets = np.zeros(len(groups) + 1, dtype=np.int64)
-        offsets[1:] = np.cumsum([len(g) for g in groups])
-        ordered = [seeds[i] for g in groups for i in g]
-        res = graph.bubble(
-            offsets,
-            np.asarray([s[0] for s in ordered], dtype=np.int64),
-            np.asarray([to_native[s[1]] if s[1] >= 0 else -1 for s in ordered], dtype=np.int64),
-            np.asarray([s[2] for s in ordered], dtype=np.float32),
-            node_cost,
-            edge_cost,
-            allowed,
-            np.asarray([concepts[s[3]].weight for s in (ordered[g[0]] for g in _firsts(groups))], np.float32),
-            cfg.alpha,
-            cfg.max_cegs,
-            cfg.max_path_cost,
-            cfg.within_group_penalty,
-        )
+        with single_threaded_blas():  # small products next to a model: see core.blas
+            groups, seeds = self._anchors(concepts, vectors)
+            if not seeds:
+                return [], "no-anchors"
+            graph = kg.graph
+            native = kg.native_edge_ids()
+            heads, tails = kg.native_ends()
+            seed_nodes = np.asarray([s[0] for s in seeds], dtype=np.int64)
+            local = graph.localize(np.unique(seed_nodes), cfg.hops, cfg.max_local_nodes)
+            allowed = np.zeros(kg.num_nodes, dtype=np.uint8)
+            allowed[local] = 1
+            if not allowed[seed_nodes].all():  # more anchors than max_local_nodes: keep those inside
+                groups = [kept for kept in ([i for i in g if allowed[seeds[i][0]]] for g in groups) if kept]
+            node_cost = np.ones(kg.num_nodes, dtype=np.float32)
+            node_cost[local] = np.clip(1.0 - kg.node_matrix[local] @ qv, 0.0, 2.0)
+            edge_cost = np.ones(len(native), dtype=np.float32)
+            inside = np.flatnonzero(allowed[heads].astype(bool) & allowed[tails].astype(bool))
+            edge_cost[inside] = np.clip(1.0 - kg.edge_matrix[native[inside]] @ qv, 0.0, 2.0)
+            to_native = kg.to_native()
+            offsets = np.zeros(len(groups) + 1, dtype=np.int64)
+            offsets[1:] = np.cumsum([len(g) for g in groups])
+            ordered = [seeds[i] for g in groups for i in g]
+            res = graph.bubble(
+                offsets,
+                np.asarray([s[0] for s in ordered], dtype=np.int64),
+                np.asarray([to_native[s[1]] if s[1] >= 0 else -1 for s in ordered], dtype=np.int64),
+                np.asarray([s[2] for s in ordered], dtype=np.float32),
+                node_cost,
+                edge_cost,
+                allowed,
+                np.asarray(
+                    [concepts[s[3]].weight for s in (ordered[g[0]] for g in _firsts(groups))], np.float32
+                ),
+                cfg.alpha,
+                cfg.max_cegs,
+                cfg.max_path_cost,
+                cfg.within_group_penalty,
+            )
         group_concepts = [concepts[ordered[g[0]][3]].text for g in _firsts(groups)]
         cegs: list[EvidenceGraph] = []
         for c in range(min(cfg.top_cegs, len(res["score"]))):
