@@ -27,9 +27,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
@@ -59,11 +57,16 @@ from core.strategies.common import (
     check_embedder,
     check_query_vector,
     default_store,
+    doc_id_of,
     embed_in_batches,
+    jsonable,
     merge_config,
+    normalise_rows,
     open_index,
+    public_metadata,
     read_from_store,
     store_from_meta,
+    timed,
 )
 from core.text import chunk_document, make_doc_id, query_ngrams, title_entities
 from core.types import BuildReport, Document, Retrieved
@@ -203,24 +206,6 @@ class _Rows:
     doc_ids: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     metadatas: list[dict[str, Any]] = field(default_factory=list)
-
-
-@contextmanager
-def _timed(report: BuildReport, step: str) -> Any:
-    t0 = time.perf_counter()
-    yield
-    report.seconds[step] = report.seconds.get(step, 0.0) + time.perf_counter() - t0
-
-
-def _normalise_rows(m: npt.NDArray[Any]) -> FloatMatrix:
-    m = np.ascontiguousarray(m, dtype=np.float32)
-    if m.ndim != 2:
-        raise ValueError("embeddings must be a two-dimensional array")
-    if not np.isfinite(m).all():
-        raise ValueError("embeddings contain NaN or infinite values")
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return np.ascontiguousarray(m / norms, dtype=np.float32)
 
 
 class BridgeRAG:
@@ -410,7 +395,7 @@ class BridgeRAG:
         rag = cls(
             store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=show_progress
         )
-        with _timed(rag.report, "read collection"):
+        with timed(rag.report, "read collection"):
             stored = store.get(include_embeddings=True)
         if not stored.ids:
             raise ValueError("the Chroma collection is empty; add documents first or use from_documents")
@@ -423,11 +408,11 @@ class BridgeRAG:
         order = _collection_order(stored.ids, stored.metadatas)
         rows = _Rows(
             ids=[stored.ids[i] for i in order],
-            doc_ids=[_doc_id_of(stored.ids[i], stored.metadatas[i]) for i in order],
+            doc_ids=[doc_id_of(stored.ids[i], stored.metadatas[i]) for i in order],
             texts=[stored.texts[i] or "" for i in order],
-            metadatas=[_public_metadata(stored.metadatas[i]) for i in order],
+            metadatas=[public_metadata(stored.metadatas[i]) for i in order],
         )
-        rag._extend(rows, _normalise_rows(stored.embeddings[order]), first_build=True)
+        rag._extend(rows, normalise_rows(stored.embeddings[order]), first_build=True)
         return rag
 
     # ------------------------------------------------------------------ updates
@@ -647,7 +632,7 @@ class BridgeRAG:
             meta = {
                 "config": asdict(self.config),
                 "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
-                "store": {"collection": self.store.name, "location": _jsonable(self.store.location)},
+                "store": {"collection": self.store.name, "location": jsonable(self.store.location)},
                 "counts": {
                     "chunks": self.num_chunks,
                     "abstracts": self.num_abstracts,
@@ -706,7 +691,7 @@ class BridgeRAG:
         doc_ids: list[str] = []
         rows = _Rows()
         seen: set[str] = set()
-        with _timed(self.report, "chunk"):
+        with timed(self.report, "chunk"):
             for i, doc in enumerate(docs):
                 if not isinstance(doc, Document):
                     raise TypeError(
@@ -734,11 +719,11 @@ class BridgeRAG:
                     rows.doc_ids.append(did)
                     rows.texts.append(ch.text)
                     rows.metadatas.append(meta)
-        with _timed(self.report, "embed"):
+        with timed(self.report, "embed"):
             embeddings = embed_in_batches(self.embedder, rows.texts, show_progress=self.show_progress)
-        with _timed(self.report, "store"):
+        with timed(self.report, "store"):
             self.store.add(rows.ids, rows.texts, embeddings, rows.metadatas, show_progress=self.show_progress)
-        self._extend(rows, _normalise_rows(embeddings), first_build=first_build)
+        self._extend(rows, normalise_rows(embeddings), first_build=first_build)
         return doc_ids
 
     def _extend(self, rows: _Rows, embeddings: FloatMatrix, *, first_build: bool) -> None:
@@ -757,7 +742,7 @@ class BridgeRAG:
                 ):
                     spans.append((start, i, rows.doc_ids[start]))
                     start = i
-            with _timed(self.report, "entities"):
+            with timed(self.report, "entities"):
                 chunk_entities = self._extract_entities(rows)
             writer = AbstractWriter(self.config.summary_words, self.llm)
             first_abs = len(self._abs_level)
@@ -766,7 +751,7 @@ class BridgeRAG:
             abs_vectors = np.zeros((len(spans), embeddings.shape[1]), dtype=np.float32)
             row_abstract = np.zeros(len(rows.ids), dtype=np.int64)
             weights = np.zeros(len(spans), dtype=np.float64)
-            with _timed(self.report, "abstracts"):
+            with timed(self.report, "abstracts"):
                 for j, (s, e, _) in enumerate(spans):
                     ents = list(dict.fromkeys(x for i in range(s, e) for x in chunk_entities[i]))
                     abs_entities.append(ents)
@@ -802,12 +787,12 @@ class BridgeRAG:
             self._abs_matrix = np.ascontiguousarray(
                 np.vstack([self._abs_matrix, abs_vectors]), dtype=np.float32
             )
-            with _timed(self.report, "filter"):
+            with timed(self.report, "filter"):
                 for j, ents in enumerate(abs_entities):
                     for ent in ents:
                         self._filter.insert(ent, [first_abs + j])
             if first_build:
-                with _timed(self.report, "hierarchy"):
+                with timed(self.report, "hierarchy"):
                     self._build_levels(list(range(first_abs, first_abs + len(spans))), weights, writer)
             self.report.counts.update(
                 {
@@ -1191,36 +1176,12 @@ class BridgeRAG:
 
 
 # ---------------------------------------------------------------------- module helpers
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    return str(value)
-
-
-def _public_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A stored item's metadata without framework-private keys.
-
-    LlamaIndex's ``_node_content`` repeats the whole node as JSON; it must not reach prompts.
-    """
-    return {k: v for k, v in (metadata or {}).items() if not str(k).startswith("_")}
-
-
-def _doc_id_of(item_id: str, metadata: Mapping[str, Any] | None) -> str:
-    meta = metadata or {}
-    for key in (DOC_ID_KEY, "source", "ref_doc_id", "document_id"):
-        if isinstance(meta.get(key), str | int):
-            return str(meta[key])
-    return item_id
-
-
 def _collection_order(ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]) -> list[int]:
     """Stored items grouped by document (first appearance) and sorted by chunk order."""
     first_seen: dict[str, int] = {}
     keys = []
     for i, cid in enumerate(ids):
-        doc = _doc_id_of(cid, metadatas[i])
+        doc = doc_id_of(cid, metadatas[i])
         first_seen.setdefault(doc, i)
         order = (metadatas[i] or {}).get(ORDER_KEY)
         keys.append((first_seen[doc], order if isinstance(order, int) else i, i))

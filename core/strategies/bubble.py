@@ -56,11 +56,16 @@ from core.strategies.common import (
     check_embedder,
     check_query_vector,
     default_store,
+    doc_id_of,
     embed_in_batches,
+    jsonable,
     merge_config,
+    normalise_rows,
     open_index,
+    public_metadata,
     read_from_store,
     store_from_meta,
+    timed,
 )
 from core.text import chunk_document, make_doc_id
 from core.triples import Triple, TripleExtractor, default_triple_extractor
@@ -206,13 +211,6 @@ class _Chunks:
     doc_ids: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     metadatas: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _normalise_rows(m: npt.NDArray[Any]) -> FloatMatrix:
-    m = np.asarray(m, dtype=np.float32)
-    norms = np.linalg.norm(m, axis=1, keepdims=True) if m.size else np.ones((0, 1), dtype=np.float32)
-    norms[norms == 0] = 1.0
-    return np.ascontiguousarray(m / norms, dtype=np.float32)
 
 
 class BubbleRAG:
@@ -363,12 +361,12 @@ class BubbleRAG:
             )
         chunks = _Chunks()
         for cid, text, meta in zip(stored.ids, stored.texts, stored.metadatas, strict=True):
-            public = {k: v for k, v in (meta or {}).items() if not str(k).startswith("_")}
+            public = public_metadata(meta)
             chunks.ids.append(cid)
-            chunks.doc_ids.append(_doc_id_of(cid, meta))
+            chunks.doc_ids.append(doc_id_of(cid, meta))
             chunks.texts.append(text or "")
             chunks.metadatas.append(public)
-        rag._extend(chunks, _normalise_rows(stored.embeddings))
+        rag._extend(chunks, normalise_rows(stored.embeddings))
         return rag
 
     @classmethod
@@ -431,7 +429,7 @@ class BubbleRAG:
             values = value if isinstance(value, list | tuple) else [value]
             return [r for r in (to_row(v) for v in values) if r is not None]
 
-        with _Timed(rag.report, "graph"):
+        with timed(rag.report, "graph"):
             rag.kg = KnowledgeGraph.from_networkx(
                 graph,
                 emb.dimension,
@@ -442,7 +440,7 @@ class BubbleRAG:
             )
         if docs:
             texts = [d.text for d in docs]
-            with _Timed(rag.report, "embed chunks"):
+            with timed(rag.report, "embed chunks"):
                 vectors = embed_in_batches(emb, texts, show_progress=show_progress)
             rag._chunks = _Chunks(
                 ids=[f"{did}::0" for did in position],
@@ -450,13 +448,13 @@ class BubbleRAG:
                 texts=texts,
                 metadatas=[dict(d.metadata) for d in docs],
             )
-            rag._matrix = _normalise_rows(vectors)
+            rag._matrix = normalise_rows(vectors)
             rag._alive = np.ones(len(docs), dtype=bool)
             rag._doc_rows = {d: [i] for i, d in enumerate(position)}
             rag.terms.add(texts)
         else:
             rag.terms.add(rag.kg.node_names)
-        with _Timed(rag.report, "embed graph"):
+        with timed(rag.report, "embed graph"):
             rag.kg.embed_missing(emb, show_progress=show_progress)
         rag._count()
         return rag
@@ -530,7 +528,7 @@ class BubbleRAG:
         missing = self._unembedded(concepts)
         qv, vectors = embed_query_with(self.embedder, text, missing)
         qv = check_query_vector(qv, self.kg.dimension)
-        known = dict(zip(missing, _normalise_rows(vectors), strict=True)) if missing else {}
+        known = dict(zip(missing, normalise_rows(vectors), strict=True)) if missing else {}
         return self._retrieve(text, _unit(qv), k, concepts, known, include_triples=bool(include_triples))
 
     def retrieve_by_vector(
@@ -695,7 +693,7 @@ class BubbleRAG:
         fresh = dict(known)
         if missing:
             texts = list(missing)
-            vectors = _normalise_rows(self.embedder.embed_documents(texts))
+            vectors = normalise_rows(self.embedder.embed_documents(texts))
             for text, v in zip(texts, vectors, strict=True):
                 fresh[text] = v
                 out[missing[text]] = v
@@ -914,7 +912,7 @@ class BubbleRAG:
         chunks = _Chunks()
         doc_ids: list[str] = []
         seen: set[str] = set()
-        with _Timed(self.report, "chunk"):
+        with timed(self.report, "chunk"):
             for i, doc in enumerate(docs):
                 if not isinstance(doc, Document):
                     raise TypeError(
@@ -944,11 +942,11 @@ class BubbleRAG:
                     chunks.doc_ids.append(did)
                     chunks.texts.append(ch.text)
                     chunks.metadatas.append(meta)
-        with _Timed(self.report, "embed"):
+        with timed(self.report, "embed"):
             vectors = embed_in_batches(self.embedder, chunks.texts, show_progress=self.show_progress)
-        with _Timed(self.report, "store"):
+        with timed(self.report, "store"):
             store.add(chunks.ids, chunks.texts, vectors, chunks.metadatas, show_progress=self.show_progress)
-        self._extend(chunks, _normalise_rows(vectors))
+        self._extend(chunks, normalise_rows(vectors))
         return doc_ids
 
     def _extend(self, chunks: _Chunks, vectors: FloatMatrix) -> None:
@@ -956,9 +954,9 @@ class BubbleRAG:
         with self._lock:
             base = len(self._chunks.ids)
             titles = [_title(m) for m in chunks.metadatas]
-            with _Timed(self.report, "triples"):
+            with timed(self.report, "triples"):
                 found = self.triple_extractor.extract(chunks.texts, titles)
-            with _Timed(self.report, "graph"):
+            with timed(self.report, "graph"):
                 for i, triples in enumerate(found):
                     row = base + i
                     self.kg.add_triples(triples, chunk=row)
@@ -969,7 +967,7 @@ class BubbleRAG:
                         self.kg.add_triples(
                             [Triple(title, "mentions", n, "title") for n in names[:_TITLE_EDGES]], chunk=row
                         )
-            with _Timed(self.report, "embed graph"):
+            with timed(self.report, "embed graph"):
                 self.kg.embed_missing(self.embedder, show_progress=self.show_progress)
             self.terms.add(chunks.texts)
             self._chunks.ids += chunks.ids
@@ -1019,7 +1017,7 @@ class BubbleRAG:
                 "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
                 "store": None
                 if self.store is None
-                else {"collection": self.store.name, "location": _jsonable(self.store.location)},
+                else {"collection": self.store.name, "location": jsonable(self.store.location)},
                 "counts": dict(self.report.counts),
             }
             save_index(path, files, meta, kind=INDEX_KIND, version=INDEX_VERSION)
@@ -1113,21 +1111,6 @@ class BubbleRAG:
 
 
 # ---------------------------------------------------------------------- helpers
-class _Timed:
-    """Adds the wall time of a block to a build report step."""
-
-    def __init__(self, report: BuildReport, step: str) -> None:
-        self.report, self.step = report, step
-
-    def __enter__(self) -> None:
-        self.t0 = time.perf_counter()
-
-    def __exit__(self, *exc: object) -> None:
-        self.report.seconds[self.step] = (
-            self.report.seconds.get(self.step, 0.0) + time.perf_counter() - self.t0
-        )
-
-
 def _unit(v: Any) -> FloatMatrix:
     a = np.asarray(v, dtype=np.float32).reshape(-1)
     n = float(np.linalg.norm(a))
@@ -1154,19 +1137,3 @@ def _firsts(groups: list[list[int]]) -> list[list[int]]:
 def _title(meta: Mapping[str, Any]) -> str | None:
     title = meta.get("title")
     return title.strip() if isinstance(title, str) and title.strip() else None
-
-
-def _doc_id_of(item_id: str, metadata: Mapping[str, Any] | None) -> str:
-    meta = metadata or {}
-    for key in (DOC_ID_KEY, "source", "ref_doc_id", "document_id"):
-        if isinstance(meta.get(key), str | int):
-            return str(meta[key])
-    return item_id
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    return str(value)

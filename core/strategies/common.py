@@ -6,9 +6,11 @@ Settings, where a strategy's Chroma data lives, batched embedding, and reopening
 from __future__ import annotations
 
 import os
+import time
 import uuid
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,16 +22,22 @@ from tqdm.auto import tqdm
 from core.embed import Embedder
 from core.index_dir import load_index
 from core.store import ChunkStore, StoredChunks
+from core.types import BuildReport
 
 __all__ = [
     "check_embedder",
     "check_query_vector",
     "default_store",
+    "doc_id_of",
     "embed_in_batches",
+    "jsonable",
     "merge_config",
+    "normalise_rows",
     "open_index",
+    "public_metadata",
     "read_from_store",
     "store_from_meta",
+    "timed",
 ]
 
 C = TypeVar("C")
@@ -193,3 +201,57 @@ def check_query_vector(vector: Any, dimension: int) -> npt.NDArray[np.float32]:
     if not np.isfinite(arr).all():
         raise ValueError("the query embedding contains NaN or infinity; check the embedder")
     return arr
+
+
+@contextmanager
+def timed(report: BuildReport, step: str) -> Iterator[None]:
+    """Adds the wall time of the block to ``report.seconds[step]``."""
+    t0 = time.perf_counter()
+    yield
+    report.seconds[step] = report.seconds.get(step, 0.0) + time.perf_counter() - t0
+
+
+def normalise_rows(m: npt.ArrayLike) -> npt.NDArray[np.float32]:
+    """Rows scaled to unit length (zero rows stay zero), as a contiguous float32 matrix.
+
+    Raises:
+        ValueError: ``m`` is not two-dimensional or holds NaN or infinite values.
+    """
+    arr = np.ascontiguousarray(m, dtype=np.float32)
+    if arr.ndim != 2:
+        raise ValueError("embeddings must be a two-dimensional array")
+    if not np.isfinite(arr).all():
+        raise ValueError("embeddings contain NaN or infinite values")
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(arr / norms, dtype=np.float32)
+
+
+def jsonable(value: Any) -> Any:
+    """Mappings and scalars as plain JSON data; anything else as its ``str``."""
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return str(value)
+
+
+def public_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A stored item's metadata without framework-private keys.
+
+    LlamaIndex's ``_node_content`` repeats the whole node as JSON; it must not reach prompts.
+    """
+    return {k: v for k, v in (metadata or {}).items() if not str(k).startswith("_")}
+
+
+def doc_id_of(item_id: str, metadata: Mapping[str, Any] | None) -> str:
+    """The document a stored item belongs to.
+
+    The first of its ``doc_id``, ``source``, ``ref_doc_id`` and ``document_id`` metadata,
+    else the item's own id.
+    """
+    meta = metadata or {}
+    for key in ("doc_id", "source", "ref_doc_id", "document_id"):
+        if isinstance(meta.get(key), str | int):
+            return str(meta[key])
+    return item_id
