@@ -23,7 +23,7 @@ import numpy.typing as npt
 from core.embed import Embedder
 from core.graph import Graph
 from core.index_dir import array_from_bytes, array_to_bytes, json_from_bytes, json_to_bytes
-from core.strategies.common import embed_in_batches
+from core.strategies.common import embed_in_batches, normalise_rows
 from core.text import normalize_entity
 from core.triples import Triple
 
@@ -32,15 +32,6 @@ __all__ = ["KnowledgeGraph"]
 FloatMatrix = npt.NDArray[np.float32]
 _NO_CHUNK = -1
 _COMPOSED_KINDS = frozenset({"cooccurrence", "title"})
-
-
-def _normalised(m: npt.NDArray[Any]) -> FloatMatrix:
-    m = np.asarray(m, dtype=np.float32)
-    if m.size == 0:
-        return np.ascontiguousarray(m)
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return np.ascontiguousarray(m / norms, dtype=np.float32)
 
 
 class KnowledgeGraph:
@@ -265,7 +256,7 @@ class KnowledgeGraph:
             texts = {e: self.edge_text(e) for e in new_edges if self.edge_kind[e] not in _COMPOSED_KINDS}
             unique = list(dict.fromkeys([*new_nodes, *texts.values()]))
             if unique:
-                vectors = _normalised(
+                vectors = normalise_rows(
                     embed_in_batches(embedder, unique, show_progress=show_progress, desc="embedding graph")
                 )
             else:
@@ -280,7 +271,7 @@ class KnowledgeGraph:
                 else:
                     edges[i] = self.node_matrix[self.edge_head[e]] + self.node_matrix[self.edge_tail[e]]
             self.edge_matrix = np.ascontiguousarray(
-                np.vstack([self.edge_matrix, _normalised(edges)]), dtype=np.float32
+                np.vstack([self.edge_matrix, normalise_rows(edges)]), dtype=np.float32
             )
             self._anchor_edges = None
             return len(unique)
