@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from core.cluster_index import DEFAULT_EXACT_BELOW, ClusterIndex
 from core.embed import Embedder
 from core.graph import Graph
 from core.index_dir import array_from_bytes, array_to_bytes, json_from_bytes, json_to_bytes
@@ -70,7 +71,9 @@ class KnowledgeGraph:
         self._tails = np.zeros(0, dtype=np.int64)
         self._native_ends: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
         self._to_native: npt.NDArray[np.int64] | None = None
-        self._anchor_edges: tuple[npt.NDArray[np.int64], FloatMatrix] | None = None
+        self._anchor_indexes: tuple[ClusterIndex, ClusterIndex] | None = None
+        self._anchor_indexes_old: tuple[ClusterIndex, ClusterIndex] | None = None
+        self._anchor_exact_below = DEFAULT_EXACT_BELOW
 
     # ------------------------------------------------------------------ sizes and lookups
     @property
@@ -132,17 +135,20 @@ class KnowledgeGraph:
                 self._to_native = out
             return self._to_native
 
-    def anchor_edges(self) -> tuple[npt.NDArray[np.int64], FloatMatrix]:
-        """The live relation edges (not co-occurrence or title edges) and the anchor matrix.
+    def anchor_indexes(self, exact_below: int = DEFAULT_EXACT_BELOW) -> tuple[ClusterIndex, ClusterIndex]:
+        """Search indexes of the anchor candidates: every node, and the live relation edges.
 
-        These are the edges a query concept can anchor on. The matrix stacks every node's
-        vector (rows ``0..num_nodes-1``) and then these edges' vectors, contiguous and
-        cached, so a query scores all anchor candidates with one matrix product.
+        Relation edges exclude co-occurrence and title edges (whose vectors are sums of their
+        ends). The first index lists rows of ``node_matrix``, the second rows of
+        ``edge_matrix``; both are built on first use and cached until the graph changes
+        (centroids are reused until the rows double). Sets smaller than ``exact_below`` are
+        searched exactly.
         """
         with self._lock:
             self._ensure_graph()
-            if self._anchor_edges is None:
-                ids = np.asarray(
+            cached = self._anchor_indexes
+            if cached is None or self._anchor_exact_below != exact_below:
+                relation = np.asarray(
                     [
                         e
                         for e in self._edge_ids.tolist()
@@ -150,18 +156,32 @@ class KnowledgeGraph:
                     ],
                     dtype=np.int64,
                 )
-                matrix = np.ascontiguousarray(
-                    np.vstack([self.node_matrix, self.edge_matrix[ids]]), dtype=np.float32
+                nodes = np.arange(self.node_matrix.shape[0], dtype=np.int64)
+                old = self._anchor_indexes_old
+                self._anchor_indexes = (
+                    ClusterIndex.build(
+                        self.node_matrix, nodes, exact_below=exact_below, reuse=old[0] if old else None
+                    ),
+                    ClusterIndex.build(
+                        self.edge_matrix, relation, exact_below=exact_below, reuse=old[1] if old else None
+                    ),
                 )
-                self._anchor_edges = (ids, matrix)
-            return self._anchor_edges
+                self._anchor_exact_below = exact_below
+                cached = self._anchor_indexes
+            return cached
 
     def _changed(self) -> None:
         """Drops every structure derived from the edge lists (rebuilt lazily)."""
         self._graph = None
         self._native_ends = None
         self._to_native = None
-        self._anchor_edges = None
+        self._drop_anchor_indexes()
+
+    def _drop_anchor_indexes(self) -> None:
+        """Forgets the anchor indexes; the next build reuses their centroids."""
+        if self._anchor_indexes is not None:
+            self._anchor_indexes_old = self._anchor_indexes
+        self._anchor_indexes = None
 
     def _ensure_graph(self) -> Graph:
         with self._lock:
@@ -273,7 +293,7 @@ class KnowledgeGraph:
             self.edge_matrix = np.ascontiguousarray(
                 np.vstack([self.edge_matrix, normalise_rows(edges)]), dtype=np.float32
             )
-            self._anchor_edges = None
+            self._drop_anchor_indexes()
             return len(unique)
 
     # ------------------------------------------------------------------ networkx
@@ -371,6 +391,7 @@ class KnowledgeGraph:
     def to_files(self, prefix: str = "kg.") -> dict[str, bytes]:
         """The graph as named byte blobs for :func:`core.index_dir.save_index` (no pickle)."""
         with self._lock:
+            nodes_index, edges_index = self.anchor_indexes(self._anchor_exact_below)
             chunk_offsets = np.zeros(self.num_nodes + 1, dtype=np.int64)
             chunk_offsets[1:] = np.cumsum([len(c) for c in self.node_chunks])
             flat = np.asarray([r for rows in self.node_chunks for r in rows], dtype=np.int64)
@@ -389,6 +410,11 @@ class KnowledgeGraph:
                 f"{prefix}edge_alive.npy": array_to_bytes(np.asarray(self.edge_alive, dtype=np.uint8)),
                 f"{prefix}node_embeddings.npy": array_to_bytes(self.node_matrix),
                 f"{prefix}edge_embeddings.npy": array_to_bytes(self.edge_matrix),
+                f"{prefix}anchor_exact_below.npy": array_to_bytes(
+                    np.asarray([self._anchor_exact_below], dtype=np.int64)
+                ),
+                **nodes_index.to_files(f"{prefix}anchor_nodes."),
+                **edges_index.to_files(f"{prefix}anchor_edges."),
             }
 
     @classmethod
@@ -452,7 +478,31 @@ class KnowledgeGraph:
         kg.edge_alive = alive.astype(bool).tolist()
         kg.node_matrix, kg.edge_matrix = node_matrix, edge_matrix
         kg._ensure_graph()
+        kg._restore_anchor_indexes(files, prefix)
         return kg
+
+    def _restore_anchor_indexes(self, files: Mapping[str, bytes], prefix: str) -> None:
+        """Adopts saved anchor indexes that list exactly this graph's rows (else rebuilds later)."""
+        nodes = ClusterIndex.from_files(
+            files, f"{prefix}anchor_nodes.", self.dimension, self.node_matrix.shape[0]
+        )
+        edges = ClusterIndex.from_files(
+            files, f"{prefix}anchor_edges.", self.dimension, self.edge_matrix.shape[0]
+        )
+        if nodes is None or edges is None:
+            return
+        if f"{prefix}anchor_exact_below.npy" not in files:
+            raise ValueError("the saved anchor indexes are incomplete; rebuild the index")
+        exact = array_from_bytes(files[f"{prefix}anchor_exact_below.npy"], dtype=np.int64, ndim=1)
+        relation = [e for e in self._edge_ids.tolist() if self.edge_kind[e] not in _COMPOSED_KINDS]
+        if (
+            exact.shape != (1,)
+            or not np.array_equal(np.sort(nodes.rows), np.arange(self.node_matrix.shape[0]))
+            or not np.array_equal(np.sort(edges.rows), np.sort(np.asarray(relation, dtype=np.int64)))
+        ):
+            raise ValueError("the saved anchor indexes do not match the graph; rebuild the index")
+        self._anchor_indexes = (nodes, edges)
+        self._anchor_exact_below = int(exact[0])
 
     def memory_bytes(self) -> int:
         """Approximate bytes held (vectors, graph, lists)."""

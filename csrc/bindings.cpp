@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "bridge/clusters.hpp"
 #include "bridge/common.hpp"
 #include "bridge/cuckoo_filter.hpp"
 #include "bridge/forest.hpp"
@@ -487,6 +488,63 @@ PYBIND11_MODULE(_native, m) {
         },
         py::arg("query"), py::arg("matrix"), py::arg("candidate_ids"), py::arg("k"),
         "Top-k cosine of `query` against `matrix[candidate_ids]` (rows L2-normalised). Returns (ids, scores).");
+
+    py::class_<bridge::ClusterIndex>(m, "ClusterIndex")
+        .def(py::init([](const py::handle& centroids, const py::handle& offsets, const py::handle& rows) {
+                 auto c = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(centroids);
+                 if (!c || c.ndim() != 2) throw py::value_error("centroids must be a two-dimensional float array");
+                 auto off = int_array(offsets, "offsets");
+                 auto r = int_array(rows, "rows");
+                 const auto lists = static_cast<std::size_t>(c.shape(0));
+                 const auto dim = static_cast<std::size_t>(c.shape(1));
+                 const float* cp = c.data();
+                 const std::int64_t* op = off.data();
+                 const std::int64_t* rp = r.data();
+                 const auto n_off = static_cast<std::size_t>(off.size());
+                 const auto n_rows = static_cast<std::size_t>(r.size());
+                 if (n_off == 0) throw py::value_error("offsets must not be empty");
+                 py::gil_scoped_release nogil;
+                 return std::make_unique<bridge::ClusterIndex>(cp, lists, dim, op, n_off, rp, n_rows);
+             }),
+             py::arg("centroids"), py::arg("offsets"), py::arg("rows"))
+        .def_property_readonly("dim", &bridge::ClusterIndex::dim)
+        .def_property_readonly("num_lists", &bridge::ClusterIndex::num_lists)
+        .def("__len__", &bridge::ClusterIndex::size)
+        .def("memory_bytes", &bridge::ClusterIndex::memory_bytes)
+        .def(
+            "search",
+            [](const bridge::ClusterIndex& index, const py::handle& queries, const py::handle& matrix, long long k,
+               long long probe_rows) {
+                if (!py::isinstance<py::array>(matrix)) throw py::type_error("matrix must be a numpy array");
+                py::array mat = py::reinterpret_borrow<py::array>(matrix);
+                if (mat.ndim() != 2) throw py::value_error("matrix must be two-dimensional (rows x dim)");
+                if (!mat.dtype().is(py::dtype::of<float>()) || !(mat.flags() & py::array::c_style))
+                    throw py::type_error("matrix must be a C-contiguous float32 array; it is read in place");
+                if (k < 0) throw py::value_error("k must be >= 0, got " + std::to_string(k));
+                if (probe_rows < 0) throw py::value_error("probe_rows must be >= 0, got " + std::to_string(probe_rows));
+                auto q = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(queries);
+                if (!q || q.ndim() != 2 || static_cast<std::size_t>(q.shape(1)) != index.dim())
+                    throw py::value_error("queries must be a two-dimensional float array with " +
+                                          std::to_string(index.dim()) + " columns");
+                const auto nq = static_cast<std::size_t>(q.shape(0));
+                const auto kk = static_cast<std::size_t>(k);
+                py::array_t<std::int64_t> ids({static_cast<py::ssize_t>(nq), static_cast<py::ssize_t>(kk)});
+                py::array_t<float> scores({static_cast<py::ssize_t>(nq), static_cast<py::ssize_t>(kk)});
+                const float* qp = q.data();
+                const float* mp = static_cast<const float*>(mat.data());
+                const auto n_rows = static_cast<std::size_t>(mat.shape(0));
+                const auto dim = static_cast<std::size_t>(mat.shape(1));
+                std::int64_t* ip = ids.mutable_data();
+                float* sp = scores.mutable_data();
+                {
+                    py::gil_scoped_release nogil;
+                    index.search(qp, nq, mp, n_rows, dim, kk, static_cast<std::size_t>(probe_rows), ip, sp);
+                }
+                return py::make_tuple(ids, scores);
+            },
+            py::arg("queries"), py::arg("matrix"), py::arg("k"), py::arg("probe_rows"),
+            "Top-k rows of `matrix` per query row (cosine), scanning the best lists until `probe_rows` "
+            "rows were scored. Returns (ids, scores), each queries x k; id -1 pads.");
 
     // ------------------------------------------------------------------ fusion (UMG-RAG)
     m.def(

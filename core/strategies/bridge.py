@@ -37,6 +37,7 @@ import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from core.abstracts import AbstractWriter
+from core.cluster_index import DEFAULT_PROBE_ROWS, ClusterIndex
 from core.cuckoo import CuckooFilter
 from core.embed import Embedder, as_embedder
 from core.entities import EntityExtractor, default_entity_extractor
@@ -120,7 +121,9 @@ class BridgeConfig:
         title_entities: Treat a chunk's ``metadata["title"]`` as an entity of its abstract.
         longest_match: Drop a matched query n-gram that lies inside a longer matched one.
         exact_search_max_rows: Up to this many chunks, dense hits (the pool and the fallback)
-            come from an exact C++ scan of the in-memory matrix; above it, from Chroma's index.
+            come from an exact C++ scan of the in-memory matrix; above it, from a cluster
+            index over the same matrix (:mod:`core.cluster_index`: about 2,048 vectors scanned
+            per query, so the cost grows with the square root of the corpus).
         dense_pool: Dense hits from Chroma added to the candidates; None = 2 x k, 0 = none.
         summary_words: Longest abstract summary, in words.
         fingerprint_bits: Fingerprint width of the entity filter (8-16).
@@ -251,6 +254,7 @@ class BridgeRAG:
         self._rows = _Rows()
         self._matrix: FloatMatrix = np.zeros((0, dim), dtype=np.float32)
         self._alive = np.zeros(0, dtype=bool)
+        self._dense_cache: tuple[FloatMatrix, npt.NDArray[np.bool_], ClusterIndex] | None = None
         self._row_abstract = np.zeros(0, dtype=np.int64)
         self._id_to_row: dict[str, int] = {}
         self._doc_rows: dict[str, list[int]] = {}
@@ -794,6 +798,9 @@ class BridgeRAG:
             if first_build:
                 with timed(self.report, "hierarchy"):
                     self._build_levels(list(range(first_abs, first_abs + len(spans))), weights, writer)
+            if len(self._alive) > self.config.exact_search_max_rows:
+                with timed(self.report, "dense index"):
+                    self._dense_index(self._matrix, self._alive)
             self.report.counts.update(
                 {
                     "documents": len(self._doc_rows),
@@ -1013,20 +1020,35 @@ class BridgeRAG:
     def _dense_rows(self, query_vector: FloatMatrix, k: int) -> list[tuple[int, float]]:
         """Nearest live rows, with their cosine similarity.
 
-        Up to ``exact_search_max_rows`` rows this is an exact C++ scan of the in-memory matrix
-        (no Chroma round trip); above it, Chroma's HNSW index answers.
+        Up to ``exact_search_max_rows`` rows this is an exact C++ scan of the in-memory matrix;
+        above it, a cluster index over the same matrix answers (no Chroma round trip).
         """
         matrix, alive = self._matrix, self._alive
         if len(alive) <= self.config.exact_search_max_rows:
             rows = np.flatnonzero(alive)
             ids, sims = top_k_cosine(query_vector, matrix, rows, k)
             return list(zip(ids.tolist(), sims.tolist(), strict=True))
-        out = []
-        for hit_id, sim, _, _ in self.store.query(query_vector, k):
-            row = self._id_to_row.get(hit_id)
-            if row is not None and row < len(alive) and alive[row]:
-                out.append((row, sim))
-        return out
+        index = self._dense_index(matrix, alive)
+        ids2, sims2 = index.search(query_vector.reshape(1, -1), matrix, k, DEFAULT_PROBE_ROWS)
+        return [(r, s) for r, s in zip(ids2[0].tolist(), sims2[0].tolist(), strict=True) if r >= 0]
+
+    def _dense_index(self, matrix: FloatMatrix, alive: npt.NDArray[np.bool_]) -> ClusterIndex:
+        """The cluster index of the live rows of ``matrix`` (rebuilt when either changes).
+
+        Additions and deletions replace ``_matrix`` / ``_alive``, so a cached index is valid
+        exactly while both are the same objects; a rebuild keeps the centroids until the rows
+        double, so it only reassigns rows.
+        """
+        cached = self._dense_cache
+        if cached is not None and cached[0] is matrix and cached[1] is alive:
+            return cached[2]
+        with self._lock:
+            cached = self._dense_cache
+            if cached is not None and cached[0] is matrix and cached[1] is alive:
+                return cached[2]
+            index = ClusterIndex.build(matrix, np.flatnonzero(alive), reuse=cached[2] if cached else None)
+            self._dense_cache = (matrix, alive, index)
+            return index
 
     def _dense(self, query_vector: FloatMatrix, k: int, *, fallback: str) -> list[Retrieved]:
         out = []

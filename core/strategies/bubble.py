@@ -13,6 +13,9 @@ Query (the paper's steps):
 
 1. Semantic anchor grouping: the query's concepts with weights (:mod:`core.concepts`); for
    each, its ``anchors`` most similar nodes and edges (and an exact name match) form a group.
+   Node and relation-edge vectors sit in cluster indexes (:mod:`core.cluster_index`): a
+   search scans the nearest clusters, about ``anchor_probe_rows`` vectors, so anchoring
+   costs about sqrt(graph size), and is exact below ``anchor_exact_below`` vectors.
 2. Localise: the ``hops``-hop neighbourhood of all anchors, at most ``max_local_nodes`` nodes,
    so the cost of a query does not grow with the graph.
 3. Bubble expansion in C++ (:meth:`core.graph.Graph.bubble`): multi-source Dijkstra from every
@@ -44,6 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 from core.blas import single_threaded_blas
+from core.cluster_index import DEFAULT_EXACT_BELOW, DEFAULT_PROBE_ROWS
 from core.concepts import Concept, TermStatistics, dedupe, llm_concepts, spacy_concepts
 from core.embed import Embedder, as_embedder, embed_query_with
 from core.index_dir import array_from_bytes, array_to_bytes, json_from_bytes, json_to_bytes, save_index
@@ -97,6 +101,10 @@ class BubbleConfig:
         max_concepts: Most query concepts besides the whole query.
         anchors: m, the most similar nodes (and, separately, edges) per concept.
         min_anchor_similarity: Anchors below this cosine similarity are dropped.
+        anchor_probe_rows: Anchor search scans the closest clusters of node (and of edge)
+            vectors until this many were scored, so its cost grows with the square root of
+            the graph (see :mod:`core.cluster_index`).
+        anchor_exact_below: Node or edge sets smaller than this are searched exactly.
         hops: h, the localisation radius around the anchors.
         max_local_nodes: Cap of the localised neighbourhood.
         max_cegs: B, the CEG budget of the bubble expansion.
@@ -120,6 +128,8 @@ class BubbleConfig:
     max_concepts: int = 6
     anchors: int = 3
     min_anchor_similarity: float = 0.35
+    anchor_probe_rows: int = DEFAULT_PROBE_ROWS
+    anchor_exact_below: int = DEFAULT_EXACT_BELOW
     hops: int = 6
     max_local_nodes: int = 1000
     max_cegs: int = 10
@@ -152,6 +162,8 @@ class BubbleConfig:
             ("max_concepts must be >= 0", self.max_concepts >= 0),
             ("anchors must be >= 1", self.anchors >= 1),
             ("min_anchor_similarity must be in [-1, 1]", -1.0 <= self.min_anchor_similarity <= 1.0),
+            ("anchor_probe_rows must be >= 1", self.anchor_probe_rows >= 1),
+            ("anchor_exact_below must be >= 0", self.anchor_exact_below >= 0),
             ("hops must be >= 0", self.hops >= 0),
             ("max_local_nodes must be >= 1", self.max_local_nodes >= 1),
             ("max_cegs must be >= 1", self.max_cegs >= 1),
@@ -456,6 +468,8 @@ class BubbleRAG:
             rag.terms.add(rag.kg.node_names)
         with timed(rag.report, "embed graph"):
             rag.kg.embed_missing(emb, show_progress=show_progress)
+        with timed(rag.report, "anchor index"):
+            rag.kg.anchor_indexes(rag.config.anchor_exact_below)
         rag._count()
         return rag
 
@@ -709,10 +723,10 @@ class BubbleRAG:
     ) -> tuple[list[list[int]], list[tuple[int, int, float, int]]]:
         """Anchor groups: per concept, seed indices into (node, edge or -1, cost, concept)."""
         cfg, kg = self.config, self.kg
-        alive_edges, anchor_matrix = kg.anchor_edges()
-        sims = vectors @ anchor_matrix.T  # one pass over nodes and relation edges; a row per concept
-        n_nodes = kg.node_matrix.shape[0]
-        node_sims, edge_sims = sims[:, :n_nodes], (sims[:, n_nodes:] if alive_edges.size else None)
+        node_index, edge_index = kg.anchor_indexes(cfg.anchor_exact_below)
+        m, probe = cfg.anchors, cfg.anchor_probe_rows
+        node_ids, node_sims = node_index.search(vectors, kg.node_matrix, m, probe)
+        edge_ids, edge_sims = edge_index.search(vectors, kg.edge_matrix, m, probe)
         seeds: list[tuple[int, int, float, int]] = []
         groups: list[list[int]] = []
         for ci, concept in enumerate(concepts):
@@ -723,22 +737,17 @@ class BubbleRAG:
                 picked.add(exact)
                 group.append(len(seeds))
                 seeds.append((exact, -1, 0.0, ci))
-            col = node_sims[ci]
-            top = _top(col, cfg.anchors)
-            for n in top:
-                if col[n] >= cfg.min_anchor_similarity and int(n) not in picked:
-                    picked.add(int(n))
+            for n, sim in zip(node_ids[ci].tolist(), node_sims[ci].tolist(), strict=True):
+                if n >= 0 and sim >= cfg.min_anchor_similarity and n not in picked:
+                    picked.add(n)
                     group.append(len(seeds))
-                    seeds.append((int(n), -1, max(0.0, float(1.0 - col[n])), ci))
-            if edge_sims is not None:
-                ecol = edge_sims[ci]
-                for j in _top(ecol, cfg.anchors):
-                    if ecol[j] >= cfg.min_anchor_similarity:
-                        e = int(alive_edges[j])
-                        cost = max(0.0, float(1.0 - ecol[j]))
-                        for end in (kg.edge_head[e], kg.edge_tail[e]):
-                            group.append(len(seeds))
-                            seeds.append((end, e, cost, ci))
+                    seeds.append((n, -1, max(0.0, 1.0 - sim), ci))
+            for e, sim in zip(edge_ids[ci].tolist(), edge_sims[ci].tolist(), strict=True):
+                if e >= 0 and sim >= cfg.min_anchor_similarity:
+                    cost = max(0.0, 1.0 - sim)
+                    for end in (kg.edge_head[e], kg.edge_tail[e]):
+                        group.append(len(seeds))
+                        seeds.append((end, e, cost, ci))
             if group:
                 groups.append(group)
         return groups, seeds
@@ -969,6 +978,8 @@ class BubbleRAG:
                         )
             with timed(self.report, "embed graph"):
                 self.kg.embed_missing(self.embedder, show_progress=self.show_progress)
+            with timed(self.report, "anchor index"):
+                self.kg.anchor_indexes(self.config.anchor_exact_below)
             self.terms.add(chunks.texts)
             self._chunks.ids += chunks.ids
             self._chunks.doc_ids += chunks.doc_ids
@@ -1115,14 +1126,6 @@ def _unit(v: Any) -> FloatMatrix:
     a = np.asarray(v, dtype=np.float32).reshape(-1)
     n = float(np.linalg.norm(a))
     return np.ascontiguousarray(a / n if n > 0 else a, dtype=np.float32)
-
-
-def _top(scores: npt.NDArray[Any], m: int) -> npt.NDArray[np.int64]:
-    if scores.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    m = min(m, scores.size)
-    part = np.argpartition(-scores, m - 1)[:m]
-    return part[np.lexsort((part, -scores[part]))].astype(np.int64)
 
 
 def _firsts(groups: list[list[int]]) -> list[list[int]]:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from core.cluster_index import ClusterIndex
 from core.entities import EntityExtractor
 from core.evaluation import normalize_answer
 from core.index_dir import CorruptIndexError
@@ -569,16 +570,24 @@ def test_no_entity_match_falls_back_to_dense(demo_rag: BridgeRAG, query: str) ->
         assert set(m) >= PROVENANCE_KEYS
 
 
-def test_dense_hits_from_chroma_match_the_exact_scan(
+def test_dense_hits_from_the_cluster_index_match_the_exact_scan(
     demo_rag: BridgeRAG, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     queries = ["quantum chromodynamics on a lattice", "Who founded the Marrowick Courier newspaper?"]
     exact = {q: demo_rag.retrieve(q, k=6) for q in queries}
     monkeypatch.setattr(demo_rag, "config", dataclasses.replace(demo_rag.config, exact_search_max_rows=0))
+    # several lists; the default probe (4,096 rows) still covers this small corpus, so it is exact
+    clustered = ClusterIndex.build(demo_rag._matrix, np.flatnonzero(demo_rag._alive), exact_below=2)
+    assert clustered.num_lists > 1
+    monkeypatch.setattr(demo_rag, "_dense_cache", (demo_rag._matrix, demo_rag._alive, clustered))
     for q in queries:
-        via_chroma = demo_rag.retrieve(q, k=6)
-        assert [r.id for r in via_chroma] == [r.id for r in exact[q]]
-        assert [r.score for r in via_chroma] == pytest.approx([r.score for r in exact[q]], abs=1e-5)
+        via_index = demo_rag.retrieve(q, k=6)
+        assert [r.id for r in via_index] == [r.id for r in exact[q]]
+        assert [r.score for r in via_index] == pytest.approx([r.score for r in exact[q]], abs=1e-5)
+    assert demo_rag._dense_cache[2] is clustered  # same matrix and live rows: reused
+    monkeypatch.setattr(demo_rag, "_alive", demo_rag._alive.copy())  # what a deletion does
+    demo_rag.retrieve(queries[0], k=6)
+    assert demo_rag._dense_cache[2] is not clustered
 
 
 def test_include_abstracts_appends_summaries(demo_rag: BridgeRAG) -> None:

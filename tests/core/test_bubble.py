@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from core.concepts import TermStatistics, llm_concepts, spacy_concepts
+from core.index_dir import array_to_bytes
 from core.kg import KnowledgeGraph
 from core.llm import CallableLLM
 from core.store import ChunkStore
@@ -333,6 +334,41 @@ def test_save_load_round_trip_and_corruption(
     _flip_byte(root / current / "kg.graph.bin")
     with pytest.raises(ValueError, match=r"kg\.graph\.bin.*corrupted"):
         BubbleRAG.load(tmp_path / "idx", embedder=embedder)
+
+
+def test_clustered_anchor_search_agrees_with_exact_and_follows_updates(
+    make_bubble: Callable[..., BubbleRAG],
+    small_docs: list[Document],
+    embedder: CachingEmbedder,
+    tmp_path: Path,
+) -> None:
+    exact = make_bubble(small_docs)
+    clustered = make_bubble(
+        small_docs,
+        config=BubbleConfig(anchor_exact_below=2, anchor_probe_rows=1_000_000),
+        persist_directory=tmp_path / "idx",
+    )
+    nodes, edges = clustered.kg.anchor_indexes(2)
+    assert nodes.num_lists > 1
+    assert edges.num_lists > 1
+    assert exact.kg.anchor_indexes()[0].num_lists == 1
+    q = "Who founded the Marrowick Observatory?"
+    assert [r.id for r in clustered.retrieve(q, k=4)] == [r.id for r in exact.retrieve(q, k=4)]
+    # the saved layout is reused on load, and new nodes become anchors after an update
+    loaded = BubbleRAG.load(tmp_path / "idx", embedder=embedder)
+    assert np.array_equal(loaded.kg.anchor_indexes(2)[0].rows, nodes.rows)
+    loaded.add_documents(NEW_DOCS[:1])
+    grown, _ = loaded.kg.anchor_indexes(2)
+    assert len(grown) == loaded.kg.num_nodes > len(nodes)
+    beatrix = loaded.kg.node_id("Beatrix Olunde")
+    ids, _ = grown.search(loaded.kg.node_matrix[[beatrix]], loaded.kg.node_matrix, 1, 1_000_000)
+    assert ids[0, 0] == beatrix
+    # saved lists that do not cover the graph's rows are refused
+    files = clustered.kg.to_files()
+    files["kg.anchor_nodes.rows.npy"] = array_to_bytes(nodes.rows[:-1])
+    files["kg.anchor_nodes.offsets.npy"] = array_to_bytes(np.minimum(nodes.offsets, len(nodes) - 1))
+    with pytest.raises(ValueError, match="anchor"):
+        KnowledgeGraph.from_files(files, clustered.kg.dimension)
 
 
 def _flip_byte(path: Path) -> None:

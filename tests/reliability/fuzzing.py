@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 Blob = bytes
 Files = dict[str, bytes]
@@ -329,6 +330,42 @@ def _graph_check(g: Any) -> None:
     type(g).from_bytes(g.to_bytes())
 
 
+# ---- BubbleRAG's anchor search (core.cluster_index.ClusterIndex)
+
+_CLUSTER_DIM, _CLUSTER_ROWS = 8, 300
+
+
+def _cluster_matrix() -> npt.NDArray[np.float32]:
+    rng = np.random.default_rng(4)
+    m = rng.normal(size=(_CLUSTER_ROWS, _CLUSTER_DIM)).astype(np.float32)
+    return np.ascontiguousarray(m / np.linalg.norm(m, axis=1, keepdims=True))
+
+
+def _cluster_samples() -> list[Sample]:
+    from core.cluster_index import ClusterIndex
+
+    m = _cluster_matrix()
+    return [
+        ClusterIndex.build(m, np.arange(0, _CLUSTER_ROWS, 2), exact_below=1000).to_files("c."),
+        ClusterIndex.build(m, exact_below=10).to_files("c."),
+        ClusterIndex.build(m, np.arange(40), exact_below=10).to_files("c."),
+    ]
+
+
+def _cluster_load(files: Sample) -> Any:
+    from core.cluster_index import ClusterIndex
+
+    assert isinstance(files, dict)
+    return ClusterIndex.from_files(files, "c.", _CLUSTER_DIM, _CLUSTER_ROWS)
+
+
+def _cluster_check(index: Any) -> None:
+    m = _cluster_matrix()
+    ids, scores = index.search(m[:3], m, 4, 50)
+    assert ids.shape == scores.shape == (3, 4)
+    assert all(-1 <= int(i) < _CLUSTER_ROWS for i in ids.ravel())
+
+
 # ---- sparse indexes
 
 
@@ -495,6 +532,7 @@ LOADERS: dict[str, Loader] = {
         Loader("filter", _filter_samples, _filter_load, _filter_check, _resigner(FILTER_CHECKSUM_SEED)),
         Loader("forest", _forest_samples, _forest_load, _forest_check, _resigner(FOREST_CHECKSUM_SEED)),
         Loader("graph", _graph_samples, _graph_load, _graph_check, _resigner(GRAPH_CHECKSUM_SEED)),
+        Loader("cluster_index", _cluster_samples, _cluster_load, _cluster_check),
         Loader(
             "bm25",
             _bm25_samples,
