@@ -208,8 +208,8 @@ def _add_scale_and_reliability(sub: Any) -> None:
     rel.add_argument(
         "--strategies",
         type=_strategy_names,
-        default=["bridge", "umg"],
-        help="strategies (default bridge,umg)",
+        default=["bridge", "umg", "bubble"],
+        help="strategies (default bridge,umg,bubble)",
     )
     rel.add_argument(
         "--embed-queries",

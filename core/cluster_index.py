@@ -166,8 +166,9 @@ class ClusterIndex:
         return cached[1]
 
     def memory_bytes(self) -> int:
-        """Bytes held by the layout (the vectors are the caller's)."""
-        return int(self._native.memory_bytes())
+        """Bytes held by the layout, plus the copied rows of an exact index over a subset."""
+        copied = self._exact[1].nbytes if self._exact is not None else 0
+        return int(self._native.memory_bytes()) + int(copied)
 
     def to_files(self, prefix: str) -> dict[str, bytes]:
         """The layout as named byte blobs (no pickle)."""

@@ -507,8 +507,13 @@ class KnowledgeGraph:
     def memory_bytes(self) -> int:
         """Approximate bytes held (vectors, graph, lists)."""
         approx_lists = 64 * (self.num_nodes + len(self.edge_head))
+        indexes = sum(i.memory_bytes() for i in self._anchor_indexes or ())
         return int(
-            self.node_matrix.nbytes + self.edge_matrix.nbytes + self.graph.memory_bytes() + approx_lists
+            self.node_matrix.nbytes
+            + self.edge_matrix.nbytes
+            + self.graph.memory_bytes()
+            + approx_lists
+            + indexes
         )
 
 

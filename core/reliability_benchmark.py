@@ -269,12 +269,15 @@ def _build(name: str, embedder: Any) -> Any:
         from core.strategies.umg import UMGRAG
 
         return UMGRAG.from_documents(docs, embedder=embedder, store=store, show_progress=True)
-    # add BubbleRAG here
+    if name == "bubble":
+        from core.strategies.bubble import BubbleRAG
+
+        return BubbleRAG.from_documents(docs, embedder=embedder, store=store, show_progress=True)
     raise ValueError(f"unknown strategy {name!r}; choose from {list(LEAK_STRATEGIES)}")
 
 
 #: The strategies the leak check builds.
-LEAK_STRATEGIES: tuple[str, ...] = ("bridge", "umg")  # add BubbleRAG here
+LEAK_STRATEGIES: tuple[str, ...] = ("bridge", "umg", "bubble")
 
 
 def run_leak_check(
