@@ -291,11 +291,16 @@ def embed_query_with(embedder: Embedder, query: str, texts: Sequence[str]) -> tu
 
     Embedders whose ``queries_as_documents`` attribute is True (a sentence-transformers model
     without a query prompt, such as all-MiniLM-L6-v2) embed a query exactly like a document,
-    so the query and the texts share one batch; any other embedder gets two calls.
+    so the query and the texts share one batch; any other embedder gets two calls. An
+    embedder with an ``embed_query_with_documents(query, texts)`` method decides itself.
 
     Returns:
         ``(query vector, matrix of the texts' vectors)``.
     """
+    joint = getattr(embedder, "embed_query_with_documents", None)
+    if texts and callable(joint):  # a wrapper that knows how to share the batch (EmbeddingCache)
+        vector, matrix = joint(query, list(texts))
+        return vector, matrix
     if texts and getattr(embedder, "queries_as_documents", False) is True:
         both = embedder.embed_documents([query, *texts])
         return both[0], both[1:]

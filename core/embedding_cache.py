@@ -114,6 +114,27 @@ class EmbeddingCache:
         """Embeds a query with the model (never cached)."""
         return self.inner.embed_query(text)
 
+    def embed_query_with_documents(self, query: str, texts: Sequence[str]) -> tuple[FloatArray, FloatArray]:
+        """A query's vector (never cached) and some texts' vectors (cached), in one model call.
+
+        When the inner model embeds queries like documents (``queries_as_documents``), the
+        query rides in the same batch as the texts not seen before, as it would without the
+        cache (see :func:`core.embed.embed_query_with`); otherwise two calls.
+        """
+        items = list(texts)
+        if getattr(self.inner, "queries_as_documents", False) is not True:
+            return self.embed_query(query), self.embed_documents(items)
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in items if t not in self._vectors))
+        if not missing:
+            return self.embed_query(query), self.embed_documents(items)
+        both = np.asarray(self.inner.embed_documents([query, *missing]), dtype=np.float32)
+        with self._lock:
+            for text, vector in zip(missing, both[1:], strict=True):
+                self._vectors.setdefault(text, np.array(vector, dtype=np.float32))
+                self._cost.setdefault(text, 0.0)
+        return both[0], self.embed_documents(items)
+
     @contextmanager
     def account(self) -> Iterator[EmbeddingAccount]:
         """Records the cache hits and misses of every call made inside the ``with`` block."""

@@ -14,6 +14,7 @@ from core import bench_registry
 from core.bench_corpus import BenchContext, SharedCorpus
 from core.bench_plot import plot_recall_latency
 from core.bench_registry import STRATEGIES, StrategySpec, from_documents, register, resolve_strategies
+from core.embed import embed_query_with
 from core.embedding_cache import EmbeddingCache
 from core.evaluation import Question, RunResult, demo_dataset, markdown_table, summarize_runs
 from core.peak_memory import measure_peak_rss
@@ -135,6 +136,24 @@ def test_embedding_cache_embeds_each_text_once_and_accounts_for_hits() -> None:
     assert cache.embed_documents([]).shape == (0, cache.dimension)
     with pytest.raises(TypeError, match="single str"):
         cache.embed_documents("one two")
+
+
+def test_embedding_cache_shares_one_model_call_between_a_query_and_new_texts() -> None:
+    inner = CountingEmbedder(hash_embedder())
+    inner.queries_as_documents = True  # type: ignore[attr-defined]
+    cache = EmbeddingCache(inner)
+    query, vectors = embed_query_with(cache, "who founded the guild", ["guild", "founder"])
+    assert (inner.document_calls, inner.query_calls) == (1, 0), "one batch: the query and both texts"
+    np.testing.assert_allclose(query, hash_embedder().embed_query("who founded the guild"), rtol=1e-6)
+    np.testing.assert_allclose(vectors, hash_embedder().embed_documents(["guild", "founder"]), rtol=1e-6)
+    cache.embed_documents(["guild"])
+    assert inner.documents_embedded == 3, "the texts are cached"
+    embed_query_with(cache, "who founded the guild", ["guild"])
+    assert inner.query_calls == 1, "the query is never cached; the texts are"
+    assert "who founded the guild" not in cache._vectors
+    plain = CountingEmbedder(hash_embedder())  # no queries_as_documents: two calls
+    embed_query_with(EmbeddingCache(plain), "q", ["t"])
+    assert (plain.document_calls, plain.query_calls) == (1, 1)
 
 
 # ---------------------------------------------------------------- peak memory
