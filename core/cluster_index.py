@@ -144,12 +144,10 @@ class ClusterIndex:
         ids = np.full((q.shape[0], k), -1, dtype=np.int64)
         scores = np.full((q.shape[0], k), -np.inf, dtype=np.float32)
         if kk:
-            part = np.argpartition(-sims, kk - 1, axis=1)[:, :kk] if kk < self.rows.size else None
+            cuts = -np.partition(-sims, kk - 1, axis=1)[:, kk - 1]  # the kk-th best score per query
             for i in range(q.shape[0]):
-                cand = part[i] if part is not None else np.arange(self.rows.size)
-                # ties at the cut: widen to every equal score so the lowest row ids win
-                cut = sims[i, cand].min()
-                cand = np.flatnonzero(sims[i] >= cut)
+                # every row scoring at least the cut, so ties at the cut go to the lowest row ids
+                cand = np.flatnonzero(sims[i] >= cuts[i])
                 order = cand[np.lexsort((self.rows[cand], -sims[i, cand]))][:kk]
                 ids[i, :kk] = self.rows[order]
                 scores[i, :kk] = sims[i, order]

@@ -148,14 +148,7 @@ class KnowledgeGraph:
             self._ensure_graph()
             cached = self._anchor_indexes
             if cached is None or self._anchor_exact_below != exact_below:
-                relation = np.asarray(
-                    [
-                        e
-                        for e in self._edge_ids.tolist()
-                        if self.edge_kind[e] not in _COMPOSED_KINDS and e < self.edge_matrix.shape[0]
-                    ],
-                    dtype=np.int64,
-                )
+                relation = self._relation_edges()
                 nodes = np.arange(self.node_matrix.shape[0], dtype=np.int64)
                 old = self._anchor_indexes_old
                 self._anchor_indexes = (
@@ -169,6 +162,17 @@ class KnowledgeGraph:
                 self._anchor_exact_below = exact_below
                 cached = self._anchor_indexes
             return cached
+
+    def _relation_edges(self) -> npt.NDArray[np.int64]:
+        """Live, embedded relation edges (not co-occurrence or title), ascending: the anchorable edges."""
+        return np.asarray(
+            [
+                e
+                for e in self._edge_ids.tolist()
+                if self.edge_kind[e] not in _COMPOSED_KINDS and e < self.edge_matrix.shape[0]
+            ],
+            dtype=np.int64,
+        )
 
     def _changed(self) -> None:
         """Drops every structure derived from the edge lists (rebuilt lazily)."""
@@ -494,11 +498,11 @@ class KnowledgeGraph:
         if f"{prefix}anchor_exact_below.npy" not in files:
             raise ValueError("the saved anchor indexes are incomplete; rebuild the index")
         exact = array_from_bytes(files[f"{prefix}anchor_exact_below.npy"], dtype=np.int64, ndim=1)
-        relation = [e for e in self._edge_ids.tolist() if self.edge_kind[e] not in _COMPOSED_KINDS]
+        relation = self._relation_edges()
         if (
             exact.shape != (1,)
             or not np.array_equal(np.sort(nodes.rows), np.arange(self.node_matrix.shape[0]))
-            or not np.array_equal(np.sort(edges.rows), np.sort(np.asarray(relation, dtype=np.int64)))
+            or not np.array_equal(np.sort(edges.rows), relation)
         ):
             raise ValueError("the saved anchor indexes do not match the graph; rebuild the index")
         self._anchor_indexes = (nodes, edges)

@@ -55,6 +55,8 @@ from core.scoring import top_k_cosine
 from core.store import ChunkStore
 from core.strategies.base import DEFAULT_MAX_QUERY_CHARS, check_k, check_query, check_text
 from core.strategies.common import (
+    DOC_ID_KEY,
+    ORDER_KEY,
     check_embedder,
     check_query_vector,
     default_store,
@@ -80,8 +82,6 @@ INDEX_KIND = "bridge"
 INDEX_VERSION = 1
 
 #: Metadata keys bridge-rag writes on every chunk in Chroma.
-DOC_ID_KEY = "doc_id"
-ORDER_KEY = "chunk_order"
 START_KEY = "start_index"
 END_KEY = "end_index"
 

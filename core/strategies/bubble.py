@@ -57,6 +57,8 @@ from core.scoring import top_k_cosine
 from core.store import ChunkStore
 from core.strategies.base import DEFAULT_MAX_QUERY_CHARS, check_k, check_query, check_text
 from core.strategies.common import (
+    DOC_ID_KEY,
+    ORDER_KEY,
     check_embedder,
     check_query_vector,
     default_store,
@@ -80,8 +82,6 @@ __all__ = ["BubbleConfig", "BubbleRAG", "EvidenceGraph"]
 FloatMatrix = npt.NDArray[np.float32]
 INDEX_KIND = "bubble"
 INDEX_VERSION = 1
-DOC_ID_KEY = "doc_id"
-ORDER_KEY = "chunk_order"
 _KIND_NAMES = ("meeting", "within-group", "anchors")
 _MAX_NODE_CHUNKS = 20  # a node mentioned in more chunks than this lends them no evidence
 _TITLE_EDGES = 12

@@ -25,6 +25,8 @@ from core.store import ChunkStore, StoredChunks
 from core.types import BuildReport
 
 __all__ = [
+    "DOC_ID_KEY",
+    "ORDER_KEY",
     "check_embedder",
     "check_query_vector",
     "default_store",
@@ -41,6 +43,10 @@ __all__ = [
 ]
 
 C = TypeVar("C")
+
+#: Metadata key of a chunk's document id, and of its position in the document.
+DOC_ID_KEY = "doc_id"
+ORDER_KEY = "chunk_order"
 _EMBED_BATCH = 256
 
 
@@ -251,7 +257,7 @@ def doc_id_of(item_id: str, metadata: Mapping[str, Any] | None) -> str:
     else the item's own id.
     """
     meta = metadata or {}
-    for key in ("doc_id", "source", "ref_doc_id", "document_id"):
+    for key in (DOC_ID_KEY, "source", "ref_doc_id", "document_id"):
         if isinstance(meta.get(key), str | int):
             return str(meta[key])
     return item_id
