@@ -1,0 +1,159 @@
+"""The shared corpus of a comparison run: one chunking, one embedding, one Chroma collection.
+
+:func:`build_shared_corpus` chunks the documents the way Bridge-RAG does (sentence-aware
+chunks of at most 512 characters, 64 characters of overlap), embeds every chunk once and
+writes chunks, vectors and metadata to one Chroma collection. Dense retrieval, BM25, the
+hybrid baseline, Bridge-RAG (``BridgeRAG.from_store``) and the LangChain and LlamaIndex
+peers all read that collection; strategies with their own units (UMG-RAG's sentence
+windows, BubbleRAG) build their own collection in the same Chroma, through the same
+embedding cache (:class:`~core.evaluation.embedding_cache.EmbeddingCache`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.evaluation.embedding_cache import EmbeddingCache
+from core.store import ChunkStore
+from core.strategies.common import embed_in_batches
+from core.text import chunk_document
+from core.types import Document
+
+__all__ = ["BenchContext", "SharedCorpus", "build_shared_corpus"]
+
+#: Chunking of the shared collection: Bridge-RAG's defaults (``BridgeConfig``).
+CHUNK_SIZE = 512
+CHUNK_OVERLAP = 64
+
+SHARED_COLLECTION = "shared_chunks"
+
+
+@dataclass
+class SharedCorpus:
+    """The chunks every collection-reading strategy shares, in collection order.
+
+    Attributes:
+        store: The Chroma collection holding them (texts, embeddings, metadata).
+        ids: Chunk ids (``"{doc_id}::{order}"``).
+        doc_ids: The document of each chunk.
+        texts: Chunk texts.
+        metadatas: Chunk metadata as stored (document metadata plus ``doc_id``,
+            ``chunk_order``, ``start_index``, ``end_index``).
+        seconds: Time of each step: ``chunk``, ``embed``, ``store``.
+    """
+
+    store: ChunkStore
+    ids: list[str] = field(default_factory=list)
+    doc_ids: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    metadatas: list[dict[str, Any]] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def build_seconds(self) -> float:
+        """Chunking, embedding and writing the collection, together."""
+        return float(sum(self.seconds.values()))
+
+
+def build_shared_corpus(
+    documents: Sequence[Document],
+    embedder: EmbeddingCache,
+    store: ChunkStore,
+    *,
+    chunk_size: int = CHUNK_SIZE,
+    chunk_overlap: int = CHUNK_OVERLAP,
+    show_progress: bool = True,
+) -> SharedCorpus:
+    """Chunks, embeds and stores the documents once.
+
+    Args:
+        documents: The corpus (each with an id).
+        embedder: The run's embedding cache (the vectors stay in it for later builds).
+        store: An empty collection to write to.
+        chunk_size: Largest chunk, in characters.
+        chunk_overlap: Characters repeated between consecutive chunks.
+        show_progress: Show progress bars.
+
+    Returns:
+        The shared corpus.
+
+    Raises:
+        ValueError: A document without an id or text, or a duplicate id.
+    """
+    corpus = SharedCorpus(store=store)
+    seen: set[str] = set()
+    t0 = time.perf_counter()
+    for i, doc in enumerate(documents):
+        if doc.id is None:
+            raise ValueError(f"document {i} has no id; benchmark documents need ids to score recall")
+        if not doc.text.strip():
+            raise ValueError(f"document {doc.id!r} has no text; remove it from the corpus")
+        if doc.id in seen:
+            raise ValueError(f"duplicate document id {doc.id!r}; document ids must be unique")
+        seen.add(doc.id)
+        for ch in chunk_document(doc, doc_id=doc.id, chunk_size=chunk_size, chunk_overlap=chunk_overlap):
+            corpus.ids.append(ch.id)
+            corpus.doc_ids.append(doc.id)
+            corpus.texts.append(ch.text)
+            corpus.metadatas.append(
+                {
+                    **dict(ch.metadata),
+                    "doc_id": doc.id,
+                    "chunk_order": ch.order,
+                    "start_index": ch.start,
+                    "end_index": ch.end,
+                }
+            )
+    corpus.seconds["chunk"] = time.perf_counter() - t0
+    if not corpus.ids:
+        raise ValueError("the corpus is empty; a benchmark needs at least one document")
+    t0 = time.perf_counter()
+    vectors = embed_in_batches(embedder, corpus.texts, show_progress=show_progress, desc="embedding corpus")
+    corpus.seconds["embed"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    store.add(corpus.ids, corpus.texts, vectors, corpus.metadatas, show_progress=show_progress)
+    corpus.seconds["store"] = time.perf_counter() - t0
+    return corpus
+
+
+@dataclass
+class BenchContext:
+    """What every strategy builder receives: the same corpus, embedder and Chroma data.
+
+    Attributes:
+        documents: The corpus documents, in the run's shuffled order.
+        embedder: The run's embedding cache over the shared model.
+        corpus: The shared chunk collection.
+        chroma_path: The Chroma data directory; :meth:`new_store` opens more collections there.
+        k: Results per query (peers fix their sub-retrievers' k at build time).
+        show_progress: Whether builders show progress bars.
+    """
+
+    documents: list[Document]
+    embedder: EmbeddingCache
+    corpus: SharedCorpus
+    chroma_path: Path
+    k: int
+    show_progress: bool = True
+    _used_names: set[str] = field(default_factory=lambda: {SHARED_COLLECTION})
+
+    def new_store(self, name: str) -> ChunkStore:
+        """A new, empty collection in the run's Chroma, named ``name`` (``name-2``, ... if taken).
+
+        Args:
+            name: The collection's name (Chroma's rules: 3-512 characters, letters, digits,
+                ``.``, ``_`` and ``-``).
+
+        Returns:
+            The store.
+        """
+        candidate, n = name, 1
+        while candidate in self._used_names:
+            n += 1
+            candidate = f"{name}-{n}"
+        self._used_names.add(candidate)
+        return ChunkStore.persistent(self.chroma_path, candidate)

@@ -1,0 +1,336 @@
+"""Benchmark datasets, retrieval metrics and the benchmark runner.
+
+Datasets use the plain format of ``shared/data`` (see its README): ``corpus.jsonl`` with
+``{"id", "title", "text"}`` per line and ``questions.jsonl`` with ``{"id", "question",
+"answer", "answer_aliases", "supporting_ids"}``. Each passage is indexed as its own document
+(``title``, a newline, then ``text``; the title is also kept as metadata), in a shuffled
+order with a fixed seed: the files list passages in question order, which would otherwise leak answers to any
+structure that uses order.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import string
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.types import Document, Retrieved
+
+__all__ = [
+    "Dataset",
+    "Question",
+    "answer_found",
+    "demo_dataset",
+    "load_dataset",
+    "normalize_answer",
+    "passage_recall",
+    "summarize_runs",
+]
+
+
+@dataclass(frozen=True)
+class Question:
+    """A benchmark question with its gold passages."""
+
+    id: str
+    question: str
+    answer: str
+    aliases: tuple[str, ...]
+    supporting_ids: tuple[str, ...]
+
+
+@dataclass
+class Dataset:
+    """A corpus and its questions."""
+
+    name: str
+    passages: list[dict[str, str]]
+    questions: list[Question]
+
+    def sample_questions(self, sample: int | None, seed: int = 0) -> list[Question]:
+        """All questions, or a seeded sample of ``sample`` of them.
+
+        Raises:
+            ValueError: ``sample`` is below 1.
+        """
+        if sample is None:
+            return list(self.questions)
+        if sample < 1:
+            raise ValueError(f"sample must be >= 1, got {sample}")
+        return random.Random(seed).sample(self.questions, min(sample, len(self.questions)))
+
+    def passage_texts(self) -> dict[str, str]:
+        """Passage id -> the text indexed for it (``title``, a newline, ``text``)."""
+        return {p["id"]: f"{p['title']}\n{p['text']}" for p in self.passages}
+
+    def documents(self, seed: int = 0) -> list[Document]:
+        """The passages as documents, shuffled with ``seed`` (one document per passage)."""
+        docs = [
+            Document(text=f"{p['title']}\n{p['text']}", id=p["id"], metadata={"title": p["title"]})
+            for p in self.passages
+        ]
+        random.Random(seed).shuffle(docs)
+        return docs
+
+
+def _read_jsonl(path: Path, required: dict[str, type | tuple[type, ...]]) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} does not exist; a dataset directory needs corpus.jsonl and questions.jsonl"
+        )
+    rows = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{lineno}: expected a JSON object")
+            for key, typ in required.items():
+                if key not in row:
+                    raise ValueError(f"{path}:{lineno}: missing field {key!r}")
+                if not isinstance(row[key], typ):
+                    raise ValueError(
+                        f"{path}:{lineno}: field {key!r} has the wrong type ({type(row[key]).__name__})"
+                    )
+            row["_line"] = lineno
+            rows.append(row)
+    if not rows:
+        raise ValueError(f"{path} holds no rows")
+    return rows
+
+
+def load_dataset(directory: str | Path) -> Dataset:
+    """Reads a dataset directory (``corpus.jsonl`` and ``questions.jsonl``).
+
+    Args:
+        directory: The dataset folder.
+
+    Returns:
+        The dataset.
+
+    Raises:
+        FileNotFoundError: A file is missing.
+        ValueError: A malformed line (the message names the file, line and field), a
+            duplicate passage id, or a question whose supporting id is not in the corpus.
+    """
+    root = Path(directory)
+    if not root.is_dir():
+        raise FileNotFoundError(f"dataset directory {str(root)!r} does not exist")
+    corpus = _read_jsonl(root / "corpus.jsonl", {"id": str, "title": str, "text": str})
+    ids = [p["id"] for p in corpus]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise ValueError(f"{root / 'corpus.jsonl'}: duplicate passage id {dup!r}")
+    known = set(ids)
+    raw = _read_jsonl(
+        root / "questions.jsonl",
+        {"id": str, "question": str, "answer": (str, int, float), "supporting_ids": list},
+    )
+    questions = []
+    for q in raw:
+        where = f"{root / 'questions.jsonl'}:{q['_line']}"
+        missing = [s for s in q["supporting_ids"] if s not in known]
+        if missing:
+            raise ValueError(f"{where}: question {q['id']!r} cites unknown passage {missing[0]!r}")
+        aliases = q.get("answer_aliases") or []
+        if not isinstance(aliases, list):
+            raise ValueError(f"{where}: field 'answer_aliases' must be a list")
+        questions.append(
+            Question(
+                id=q["id"],
+                question=q["question"],
+                answer=str(q["answer"]),
+                aliases=tuple(str(a) for a in aliases),
+                supporting_ids=tuple(q["supporting_ids"]),
+            )
+        )
+    passages = [{"id": p["id"], "title": p["title"], "text": p["text"]} for p in corpus]
+    return Dataset(name=root.name, passages=passages, questions=questions)
+
+
+def demo_dataset() -> Dataset:
+    """The bundled demo corpus (46 documents) and its 12 questions as a :class:`Dataset`.
+
+    The demo questions have no answer aliases; passage texts are the documents' bodies
+    (:meth:`Dataset.documents` puts the title in front again, as the demo corpus does).
+    """
+    from core.data import load_demo_corpus, load_demo_questions
+
+    passages = []
+    for doc in load_demo_corpus():
+        title = str(doc.metadata.get("title", ""))
+        body = doc.text[len(title) + 1 :] if doc.text.startswith(f"{title}\n") else doc.text
+        passages.append({"id": str(doc.id), "title": title, "text": body})
+    questions = [
+        Question(
+            id=str(q["id"]),
+            question=str(q["question"]),
+            answer=str(q["answer"]),
+            aliases=tuple(str(a) for a in q.get("answer_aliases", [])),
+            supporting_ids=tuple(str(s) for s in q["supporting_ids"]),
+        )
+        for q in load_demo_questions()
+    ]
+    return Dataset(name="demo", passages=passages, questions=questions)
+
+
+_PUNCT = re.compile(f"[{re.escape(string.punctuation)}]")
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def normalize_answer(text: str) -> str:
+    """Lowercase, no punctuation, no articles, single spaces (the SQuAD normalisation)."""
+    text = _ARTICLES.sub(" ", _PUNCT.sub(" ", text.lower()))
+    return " ".join(text.split())
+
+
+def answer_found(question: Question, texts: Sequence[str]) -> bool:
+    """True when the normalised answer or an alias occurs in the normalised texts."""
+    haystack = " " + normalize_answer(" ".join(texts)) + " "
+    for ans in (question.answer, *question.aliases):
+        norm = normalize_answer(ans)
+        if norm and f" {norm} " in haystack:
+            return True
+    return False
+
+
+def passage_recall(question: Question, doc_ids: Sequence[str]) -> float:
+    """Share of the question's gold passages among ``doc_ids``."""
+    gold = set(question.supporting_ids)
+    return len(gold & set(doc_ids)) / len(gold) if gold else 0.0
+
+
+def doc_ids_of(results: Sequence[Retrieved]) -> list[str]:
+    """Document id of each result (``metadata["doc_id"]``, else the id before ``::``)."""
+    return [str(r.metadata.get("doc_id") or r.id.split("::")[0]) for r in results]
+
+
+@dataclass
+class RunResult:
+    """Per-question outputs of one strategy."""
+
+    name: str
+    results: list[list[Retrieved]] = field(default_factory=list)
+    latency_ms: list[float] = field(default_factory=list)
+    latency_no_embed_ms: list[float] = field(default_factory=list)
+    build_seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def run_strategy(
+    name: str,
+    questions: Sequence[Question],
+    retrieve: Callable[[str], list[Retrieved]],
+    retrieve_by_vector: Callable[[str, np.ndarray], list[Retrieved]] | None,
+    embed_query: Callable[[str], np.ndarray],
+    *,
+    build_seconds: float = 0.0,
+    progress: Callable[[int], None] | None = None,
+) -> RunResult:
+    """Runs every question through one strategy, timing it with and without the query embedding."""
+    run = RunResult(name=name, build_seconds=build_seconds)
+    for q in questions:
+        t0 = time.perf_counter()
+        res = retrieve(q.question)
+        run.latency_ms.append((time.perf_counter() - t0) * 1000)
+        run.results.append(res)
+        if retrieve_by_vector is not None:
+            vec = embed_query(q.question)
+            t0 = time.perf_counter()
+            retrieve_by_vector(q.question, vec)
+            run.latency_no_embed_ms.append((time.perf_counter() - t0) * 1000)
+        if progress is not None:
+            progress(1)
+    return run
+
+
+def summarize_runs(
+    questions: Sequence[Question], runs: Sequence[RunResult], ks: Sequence[int], *, answer_k: int = 5
+) -> list[dict[str, Any]]:
+    """Metrics per strategy: passage recall@k, answer recall, context words, latency, build time.
+
+    Args:
+        questions: The questions, in the order the runs answered them.
+        runs: One run per strategy.
+        ks: The k of each passage recall column (``recall@{k}``).
+        answer_k: The k of ``answer_recall@{answer_k}`` and ``context_words@{answer_k}``.
+
+    Returns:
+        One row (dict) per run.
+    """
+    rows = []
+    for run in runs:
+        row: dict[str, Any] = {"strategy": run.name}
+        for k in ks:
+            row[f"recall@{k}"] = float(
+                np.mean(
+                    [
+                        passage_recall(q, doc_ids_of(r[:k]))
+                        for q, r in zip(questions, run.results, strict=True)
+                    ]
+                )
+            )
+        row[f"answer_recall@{answer_k}"] = float(
+            np.mean(
+                [
+                    answer_found(q, [x.text for x in r[:answer_k]])
+                    for q, r in zip(questions, run.results, strict=True)
+                ]
+            )
+        )
+        row[f"context_words@{answer_k}"] = float(
+            np.mean([sum(len(x.text.split()) for x in r[:answer_k]) for r in run.results])
+        )
+        row["p50_ms"] = float(np.percentile(run.latency_ms, 50))
+        row["p95_ms"] = float(np.percentile(run.latency_ms, 95))
+        if run.latency_no_embed_ms:
+            row["p50_no_embed_ms"] = float(np.percentile(run.latency_no_embed_ms, 50))
+            row["p95_no_embed_ms"] = float(np.percentile(run.latency_no_embed_ms, 95))
+        row["build_s"] = run.build_seconds
+        row.update(run.extra)
+        rows.append(row)
+    return rows
+
+
+def markdown_table(
+    rows: Sequence[dict[str, Any]], columns: Sequence[str], headers: Mapping[str, str] | None = None
+) -> str:
+    """A markdown table of ``rows`` restricted to ``columns`` (missing values shown as -).
+
+    Args:
+        rows: The rows.
+        columns: The keys to show, in order.
+        headers: Optional header text per key (default: the key itself).
+
+    Returns:
+        The table.
+    """
+    names = headers or {}
+
+    def fmt(v: Any) -> str:
+        if v is None:
+            return "-"
+        if isinstance(v, float):
+            if v != v:  # NaN: no score
+                return "-"
+            return f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}"
+        return str(v)
+
+    out = [
+        "| " + " | ".join(names.get(c, c) for c in columns) + " |",
+        "|" + "|".join("---" if c == "strategy" else "---:" for c in columns) + "|",
+    ]
+    out += ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(out)

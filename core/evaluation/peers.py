@@ -1,0 +1,271 @@
+"""The peers: what LangChain and LlamaIndex users pick today, built through their public APIs.
+
+- ``langchain-ensemble``: ``langchain_classic.retrievers.EnsembleRetriever`` (weighted
+  reciprocal-rank fusion, equal weights) over ``langchain_community``'s ``BM25Retriever``
+  (rank_bm25) and a ``langchain_chroma.Chroma`` retriever on the run's shared collection.
+- ``llamaindex-fusion``: ``QueryFusionRetriever(mode="reciprocal_rerank", num_queries=1)``
+  over a ``VectorStoreIndex`` on a ``ChromaVectorStore`` (the shared collection) and
+  ``llama_index.retrievers.bm25.BM25Retriever``. ``num_queries=1`` generates no extra
+  queries; the retriever is given an LLM that raises if it is ever called, so no LLM can be
+  used behind the benchmark's back. ``use_async=False``: its sub-retrievers run one after
+  the other, as ours do.
+
+Both read the chunks and vectors that dense retrieval and Bridge-RAG read, embed queries
+with the same model (through small adapters), and return ``k`` results from ``k`` per
+sub-retriever. The frameworks are imported only when a peer is built; this module imports
+neither at import time.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from core.evaluation.corpus import BenchContext
+from core.embed import Embedder
+from core.types import Retrieved
+
+__all__ = [
+    "LangChainPeer",
+    "LlamaIndexPeer",
+    "build_langchain_ensemble",
+    "build_llamaindex_fusion",
+    "langchain_embeddings",
+    "llama_index_embedding",
+]
+
+_LANGCHAIN_HINT = (
+    "the langchain-ensemble peer needs langchain-classic, langchain-community, rank-bm25 and "
+    "langchain-chroma: pip install 'bridge-rag[langchain,eval]'"
+)
+_LLAMA_INDEX_HINT = (
+    "the llamaindex-fusion peer needs llama-index-core, llama-index-vector-stores-chroma and "
+    "llama-index-retrievers-bm25: pip install 'bridge-rag[llama-index,eval]'"
+)
+
+
+class LangChainPeer:
+    """A LangChain retriever behind the benchmark's ``retrieve(query, k)``.
+
+    Args:
+        retriever: Any LangChain ``BaseRetriever``.
+        name: The row name.
+    """
+
+    def __init__(self, retriever: Any, name: str) -> None:
+        self.retriever = retriever
+        self.name = name
+
+    def retrieve(self, query: str, k: int) -> list[Retrieved]:
+        """``retriever.invoke(query)``, cut to ``k``, as :class:`~core.types.Retrieved`."""
+        docs = self.retriever.invoke(query)[:k]
+        out = []
+        for rank, doc in enumerate(docs):
+            meta = dict(doc.metadata)
+            doc_id = str(doc.id or meta.get("id") or "")
+            meta.setdefault("doc_id", doc_id.split("::")[0])
+            meta["strategy"] = self.name
+            out.append(Retrieved(id=doc_id, text=doc.page_content, score=1.0 / (rank + 1), metadata=meta))
+        return out
+
+
+class LlamaIndexPeer:
+    """A LlamaIndex retriever behind the benchmark's ``retrieve(query, k)``.
+
+    Args:
+        retriever: Any LlamaIndex ``BaseRetriever``.
+        name: The row name.
+    """
+
+    def __init__(self, retriever: Any, name: str) -> None:
+        self.retriever = retriever
+        self.name = name
+
+    def retrieve(self, query: str, k: int) -> list[Retrieved]:
+        """``retriever.retrieve(query)``, cut to ``k``, as :class:`~core.types.Retrieved`."""
+        out = []
+        for hit in self.retriever.retrieve(query)[:k]:
+            node = hit.node
+            meta = dict(node.metadata)
+            # LlamaIndex moves a stored ``doc_id`` key into its relationships; the chunk id keeps it.
+            meta.setdefault("doc_id", node.ref_doc_id or str(node.node_id).split("::")[0])
+            meta["strategy"] = self.name
+            score = float(hit.score) if hit.score is not None else 0.0
+            out.append(Retrieved(id=str(node.node_id), text=node.get_content(), score=score, metadata=meta))
+        return out
+
+
+# ---------------------------------------------------------------------- embedding adapters
+
+
+@functools.cache
+def _langchain_embeddings_class() -> type:
+    from langchain_core.embeddings import Embeddings
+
+    class CoreEmbeddings(Embeddings):
+        """LangChain ``Embeddings`` over a bridge-rag :class:`~core.embed.Embedder`."""
+
+        def __init__(self, embedder: Embedder) -> None:
+            self.embedder = embedder
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            rows: list[list[float]] = self.embedder.embed_documents(texts).tolist()
+            return rows
+
+        def embed_query(self, text: str) -> list[float]:
+            vector: list[float] = self.embedder.embed_query(text).tolist()
+            return vector
+
+    return CoreEmbeddings
+
+
+def langchain_embeddings(embedder: Embedder) -> Any:
+    """A LangChain ``Embeddings`` that embeds with ``embedder``.
+
+    Raises:
+        ImportError: langchain-core is not installed.
+    """
+    try:
+        cls = _langchain_embeddings_class()
+    except ImportError as exc:
+        raise ImportError(f"{_LANGCHAIN_HINT} ({exc})") from exc
+    return cls(embedder)
+
+
+@functools.cache
+def _llama_index_embedding_class() -> type:
+    from llama_index.core.embeddings import BaseEmbedding
+    from pydantic import PrivateAttr
+
+    class CoreEmbedding(BaseEmbedding):
+        """LlamaIndex ``BaseEmbedding`` over a bridge-rag :class:`~core.embed.Embedder`."""
+
+        _embedder: Any = PrivateAttr()
+
+        def __init__(self, embedder: Embedder, **kwargs: Any) -> None:
+            super().__init__(model_name=embedder.name, **kwargs)
+            self._embedder = embedder
+
+        @classmethod
+        def class_name(cls) -> str:
+            return "CoreEmbedding"
+
+        def _get_query_embedding(self, query: str) -> list[float]:
+            vector: list[float] = self._embedder.embed_query(query).tolist()
+            return vector
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return self._get_query_embedding(query)
+
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return self._get_text_embeddings([text])[0]
+
+        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            rows: list[list[float]] = self._embedder.embed_documents(texts).tolist()
+            return rows
+
+    return CoreEmbedding
+
+
+def llama_index_embedding(embedder: Embedder) -> Any:
+    """A LlamaIndex ``BaseEmbedding`` that embeds with ``embedder``.
+
+    Raises:
+        ImportError: llama-index-core is not installed.
+    """
+    try:
+        cls = _llama_index_embedding_class()
+    except ImportError as exc:
+        raise ImportError(f"{_LLAMA_INDEX_HINT} ({exc})") from exc
+    return cls(embedder)
+
+
+@functools.cache
+def _refusing_llm_class() -> type:
+    from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
+
+    class RefusingLLM(CustomLLM):
+        """An LLM that raises when called: proves the fusion retriever generated no queries."""
+
+        @property
+        def metadata(self) -> LLMMetadata:
+            return LLMMetadata(model_name="no-llm")
+
+        def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+            raise RuntimeError("the llamaindex-fusion peer called an LLM; it must run with num_queries=1")
+
+        def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+            raise RuntimeError("the llamaindex-fusion peer called an LLM; it must run with num_queries=1")
+
+    return RefusingLLM
+
+
+# ---------------------------------------------------------------------- builders
+
+
+def build_langchain_ensemble(ctx: BenchContext) -> LangChainPeer:
+    """LangChain's ``EnsembleRetriever`` over BM25 and Chroma, on the shared collection.
+
+    Raises:
+        ImportError: A LangChain package is missing (the message says which to install).
+    """
+    try:
+        from langchain_chroma import Chroma
+        from langchain_classic.retrievers import EnsembleRetriever
+        from langchain_community.retrievers import BM25Retriever
+        from langchain_core.documents import Document
+    except ImportError as exc:
+        raise ImportError(f"{_LANGCHAIN_HINT} ({exc})") from exc
+    corpus = ctx.corpus
+    if corpus.store.client is None:
+        raise ValueError("the langchain-ensemble peer needs a ChunkStore opened with a Chroma client")
+    docs = [
+        Document(page_content=text, metadata=meta, id=cid)
+        for cid, text, meta in zip(corpus.ids, corpus.texts, corpus.metadatas, strict=True)
+    ]
+    bm25 = BM25Retriever.from_documents(docs, k=ctx.k)
+    vectorstore = Chroma(
+        client=corpus.store.client,
+        collection_name=corpus.store.name,
+        embedding_function=langchain_embeddings(ctx.embedder),
+        create_collection_if_not_exists=False,
+    )
+    ensemble = EnsembleRetriever(
+        retrievers=[bm25, vectorstore.as_retriever(search_kwargs={"k": ctx.k})], weights=[0.5, 0.5]
+    )
+    return LangChainPeer(ensemble, "langchain-ensemble")
+
+
+def build_llamaindex_fusion(ctx: BenchContext) -> LlamaIndexPeer:
+    """LlamaIndex's ``QueryFusionRetriever`` over BM25 and a Chroma vector index, no LLM.
+
+    Raises:
+        ImportError: A LlamaIndex package is missing (the message says which to install).
+    """
+    try:
+        from llama_index.core import VectorStoreIndex
+        from llama_index.core.retrievers import QueryFusionRetriever
+        from llama_index.core.schema import BaseNode, TextNode
+        from llama_index.retrievers.bm25 import BM25Retriever
+        from llama_index.vector_stores.chroma import ChromaVectorStore
+    except ImportError as exc:
+        raise ImportError(f"{_LLAMA_INDEX_HINT} ({exc})") from exc
+    corpus = ctx.corpus
+    index = VectorStoreIndex.from_vector_store(
+        ChromaVectorStore(chroma_collection=corpus.store.collection),
+        embed_model=llama_index_embedding(ctx.embedder),
+    )
+    nodes: list[BaseNode] = [
+        TextNode(id_=cid, text=text, metadata=meta)
+        for cid, text, meta in zip(corpus.ids, corpus.texts, corpus.metadatas, strict=True)
+    ]
+    bm25 = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=ctx.k)
+    fusion = QueryFusionRetriever(
+        [index.as_retriever(similarity_top_k=ctx.k), bm25],
+        llm=_refusing_llm_class()(),
+        mode="reciprocal_rerank",  # type: ignore[arg-type]  # the enum's value, as users write it
+        num_queries=1,
+        similarity_top_k=ctx.k,
+        use_async=False,
+    )
+    return LlamaIndexPeer(fusion, "llamaindex-fusion")

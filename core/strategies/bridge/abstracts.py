@@ -1,0 +1,79 @@
+"""Abstract texts: extractive summaries by default, LLM summaries when an LLM is given."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from core.llm import LLM
+from core.text import split_sentences
+
+__all__ = ["AbstractWriter"]
+
+_PROMPT = (
+    "Summarise the following passages in at most {words} words. Keep the names of people, places, "
+    "organisations, works and dates. Answer with the summary only.\n\n{body}"
+)
+_MAX_PROMPT_CHARS = 6000
+
+
+def _lead_sentence(text: str) -> str:
+    spans = split_sentences(text)
+    if not spans:
+        return text.strip()
+    s, e = spans[0]
+    return text[s:e]
+
+
+def _truncate_words(text: str, words: int) -> str:
+    parts = text.split()
+    if len(parts) <= words:
+        return " ".join(parts)
+    return " ".join(parts[:words]) + " ..."
+
+
+class AbstractWriter:
+    """Writes the text of an abstract from the texts it covers.
+
+    Without an LLM the summary is extractive and deterministic: the lead sentence of each
+    covered text, in order, cut to ``max_words``; upper levels also name their most
+    frequent entities. With an LLM the texts are summarised by it; an LLM failure (an
+    exception or an empty answer) falls back to the extractive summary and is counted in
+    :attr:`llm_failures`.
+
+    Args:
+        max_words: Longest summary, in words.
+        llm: Optional LLM (see :mod:`core.llm`).
+    """
+
+    def __init__(self, max_words: int = 60, llm: LLM | None = None) -> None:
+        if max_words < 5:
+            raise ValueError(f"max_words must be >= 5, got {max_words}")
+        self.max_words = max_words
+        self.llm = llm
+        self.llm_calls = 0
+        self.llm_failures = 0
+
+    def extractive(self, texts: Sequence[str], entities: Sequence[str] = ()) -> str:
+        """Deterministic summary: optional top entities, then lead sentences."""
+        head = ""
+        if entities:
+            top = [name for name, _ in Counter(entities).most_common(5)]
+            head = "About: " + ", ".join(top) + ". "
+        body = " ".join(_lead_sentence(t) for t in texts if t.strip())
+        return _truncate_words(head + body, self.max_words)
+
+    def write(self, texts: Sequence[str], entities: Sequence[str] = ()) -> str:
+        """The abstract of ``texts`` (LLM summary when an LLM is set, else extractive)."""
+        if self.llm is None:
+            return self.extractive(texts, entities)
+        body = "\n\n".join(t.strip() for t in texts if t.strip())[:_MAX_PROMPT_CHARS]
+        self.llm_calls += 1
+        try:
+            answer = self.llm.complete(_PROMPT.format(words=self.max_words, body=body)).strip()
+        except Exception:  # an optional LLM must never break an index build
+            answer = ""
+        if not answer:
+            self.llm_failures += 1
+            return self.extractive(texts, entities)
+        return _truncate_words(answer, self.max_words * 2)

@@ -1,0 +1,1242 @@
+"""Bridge-RAG: entity -> abstract -> chunk retrieval over an abstract forest.
+
+Indexing groups every ``abstract_size`` consecutive chunks of a document into a level-0
+abstract, builds upper levels by grouping abstracts by meaning
+(:func:`core.strategies.bridge.hierarchy.group_by_meaning`), and maps every entity to the level-0 abstracts
+that mention it in a :class:`core.CuckooFilter` (CFT-RAG). A query's entities (spaCy NER
+plus every 1..4-gram of the normalised query, so lowercase or partial mentions still hit)
+are looked up in the filter; the abstracts found are expanded ``depth`` levels up and down
+the forest; the chunks those abstracts own are ranked by cosine similarity with the query
+in C++ over the in-memory embedding matrix.
+
+Made robust beyond the paper's Algorithm 1:
+
+- ranking adds ``entity_weight`` x the IDF-weighted share of the query's matched entities
+  that a chunk's abstract mentions, so entity evidence counts, not only the cosine;
+- a second entity hop through the filter: the best entity-matched abstracts lend their other
+  (rare) entities, and abstracts that mention them join the candidates with
+  ``bridge_weight`` x their evidence, which finds the second passage of multi-hop questions;
+- a document's ``metadata["title"]`` counts as an entity of its abstracts;
+- ``dense_pool`` dense hits from Chroma join the candidate pool, so a chunk that shares no
+  entity with the query can still be found (set it to 0 for the paper's pure variant);
+- when no entity hits, the result is dense top-k from Chroma, marked as a fallback.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+from tqdm.auto import tqdm
+
+from core.strategies.bridge.abstracts import AbstractWriter
+from core.native.cluster_index import DEFAULT_PROBE_ROWS, ClusterIndex
+from core.native.cuckoo import CuckooFilter
+from core.embed import Embedder, as_embedder
+from core.entities import EntityExtractor, default_entity_extractor
+from core.native.forest import AbstractForest
+from core.strategies.bridge.hierarchy import group_by_meaning, weighted_centroids
+from core.persist import (
+    array_from_bytes,
+    array_to_bytes,
+    json_from_bytes,
+    json_to_bytes,
+    save_index,
+)
+from core.llm import as_llm
+from core.native.scoring import top_k_cosine
+from core.store import ChunkStore
+from core.strategies.base import (
+    COMMON_PROVENANCE_KEYS,
+    DEFAULT_MAX_QUERY_CHARS,
+    check_doc_ids,
+    check_k,
+    check_query,
+    check_text,
+)
+from core.strategies.common import (
+    DOC_ID_KEY,
+    ORDER_KEY,
+    check_embedder,
+    check_query_vector,
+    collection_order,
+    default_store,
+    doc_id_of,
+    embed_in_batches,
+    jsonable,
+    merge_config,
+    normalise_rows,
+    open_index,
+    public_metadata,
+    read_from_store,
+    store_from_meta,
+    timed,
+)
+from core.text import chunk_document, make_doc_id, query_ngrams, title_entities
+from core.types import BuildReport, Document, Retrieved
+
+__all__ = ["BridgeConfig", "BridgeRAG"]
+
+FloatMatrix = npt.NDArray[np.float32]
+
+INDEX_KIND = "bridge"
+INDEX_VERSION = 1
+
+#: Metadata keys bridge-rag writes on every chunk in Chroma.
+START_KEY = "start_index"
+END_KEY = "end_index"
+
+_STOPWORD_TEXT = """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from further had has
+    have having he her here hers herself him himself his how i if in into is it its itself just me
+    more most my myself no nor not now of off on once only or other our ours ourselves out over own
+    same she should so some such than that the their theirs them themselves then there these they
+    this those through to too under until up very was we were what when where which while who whom
+    why will with would you your yours yourself yourselves also did does many much one two first
+    name named film born year years new old"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+@dataclass(frozen=True)
+class BridgeConfig:
+    """Settings of a Bridge-RAG index.
+
+    Attributes:
+        chunk_size: Largest chunk, in characters (chunks keep whole sentences).
+        chunk_overlap: Characters of trailing sentences repeated in the next chunk.
+        abstract_size: Consecutive chunks per level-0 abstract (the paper's n = 5).
+        branching: Children per parent in the upper levels.
+        depth: Default expansion depth d (levels up and down the forest).
+        k: Default number of results.
+        max_ngram: Longest query n-gram probed in the filter.
+        query_ner: Also run the entity extractor on the query.
+        entity_weight: Weight of the entity evidence added to the cosine score: the IDF-weighted
+            share of the query's matched entities that a chunk's abstract mentions.
+        bridge_weight: Weight of the second-hop evidence: abstracts sharing rare entities with
+            the ``bridge_seeds`` best entity-matched abstracts (looked up in the filter).
+        bridge_seeds: Entity-matched abstracts that lend their entities for the second hop.
+        bridge_max_df: Entities in more abstracts than this are too common to bridge.
+        tree_weight: Weight of the forest evidence: a candidate's nearest expanded ancestor's
+            best seed evidence, times ``tree_decay`` per level climbed.
+        tree_decay: Decay of the forest evidence per level.
+        title_entities: Treat a chunk's ``metadata["title"]`` as an entity of its abstract.
+        longest_match: Drop a matched query n-gram that lies inside a longer matched one.
+        exact_search_max_rows: Up to this many chunks, dense hits (the pool and the fallback)
+            come from an exact C++ scan of the in-memory matrix; above it, from a cluster
+            index over the same matrix (:mod:`core.native.cluster_index`: about 2,048 vectors scanned
+            per query, so the cost grows with the square root of the corpus).
+        dense_pool: Dense hits from Chroma added to the candidates; None = 2 x k, 0 = none.
+        summary_words: Longest abstract summary, in words.
+        fingerprint_bits: Fingerprint width of the entity filter (8-16).
+        max_query_chars: Longest accepted query.
+    """
+
+    chunk_size: int = 512
+    chunk_overlap: int = 64
+    abstract_size: int = 5
+    branching: int = 4
+    depth: int = 2
+    k: int = 4
+    max_ngram: int = 4
+    query_ner: bool = True
+    entity_weight: float = 0.1
+    bridge_weight: float = 0.1
+    bridge_seeds: int = 3
+    bridge_max_df: int = 50
+    tree_weight: float = 0.0
+    tree_decay: float = 0.5
+    title_entities: bool = True
+    longest_match: bool = True
+    exact_search_max_rows: int = 50_000
+    dense_pool: int | None = None
+    summary_words: int = 60
+    fingerprint_bits: int = 12
+    max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("int", "int | None") and not (
+                (isinstance(value, int) and not isinstance(value, bool))
+                or (value is None and f.type == "int | None")
+            ):
+                raise TypeError(f"BridgeConfig: {f.name} must be an int, got {value!r}")
+            if f.type == "float" and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise TypeError(f"BridgeConfig: {f.name} must be a number, got {value!r}")
+            if f.type == "bool" and not isinstance(value, bool):
+                raise TypeError(f"BridgeConfig: {f.name} must be a bool, got {value!r}")
+        checks: list[tuple[str, bool]] = [
+            ("chunk_size must be >= 1", self.chunk_size >= 1),
+            ("chunk_overlap must be >= 0 and below chunk_size", 0 <= self.chunk_overlap < self.chunk_size),
+            ("abstract_size must be >= 1", self.abstract_size >= 1),
+            ("branching must be >= 2", self.branching >= 2),
+            ("depth must be >= 0", self.depth >= 0),
+            ("k must be >= 1", self.k >= 1),
+            ("max_ngram must be between 1 and 8", 1 <= self.max_ngram <= 8),
+            (
+                "entity_weight must be finite and >= 0",
+                math.isfinite(self.entity_weight) and self.entity_weight >= 0,
+            ),
+            ("dense_pool must be None or >= 0", self.dense_pool is None or self.dense_pool >= 0),
+            (
+                "bridge_weight and tree_weight must be finite and >= 0",
+                all(math.isfinite(w) and w >= 0 for w in (self.bridge_weight, self.tree_weight)),
+            ),
+            (
+                "bridge_seeds and bridge_max_df must be >= 0",
+                self.bridge_seeds >= 0 and self.bridge_max_df >= 0,
+            ),
+            ("tree_decay must be in [0, 1]", 0.0 <= self.tree_decay <= 1.0),
+            ("summary_words must be >= 5", self.summary_words >= 5),
+            ("fingerprint_bits must be between 8 and 16", 8 <= self.fingerprint_bits <= 16),
+            ("max_query_chars must be >= 1", self.max_query_chars >= 1),
+        ]
+        for message, ok in checks:
+            if not ok:
+                raise ValueError(f"BridgeConfig: {message}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BridgeConfig:
+        """Builds a config from a mapping, ignoring unknown keys."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class _Rows:
+    """Chunk rows in index order (rows of one abstract are contiguous)."""
+
+    ids: list[str] = field(default_factory=list)
+    doc_ids: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    metadatas: list[dict[str, Any]] = field(default_factory=list)
+
+
+class BridgeRAG:
+    """The Bridge-RAG strategy (framework-neutral).
+
+    Build one with :meth:`from_documents` (a new corpus), :meth:`from_store` (the chunks and
+    embeddings already in a Chroma collection), or :meth:`load` (a saved index). Query it
+    with :meth:`retrieve`; wrap it with ``langchain_bridge.BridgeRetriever`` or
+    ``llama_index_bridge.BridgeRetriever`` for the frameworks.
+
+    Example:
+        >>> rag = BridgeRAG.from_documents(docs, persist_directory="./bridge_index")  # doctest: +SKIP
+        >>> for r in rag.retrieve("Who founded the observatory in Marrowick?", k=3):  # doctest: +SKIP
+        ...     print(r.score, r.metadata["matched_entities"], r.text[:60])
+    """
+
+    name: ClassVar[str] = "bridge"
+    provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS | {
+        "cosine",
+        "entity_score",
+        "bridge_score",
+        "tree_score",
+        "matched_entities",
+        "abstract_id",
+        "abstract_level",
+        "depth",
+    }
+
+    def __init__(
+        self,
+        store: ChunkStore,
+        embedder: Embedder,
+        *,
+        config: BridgeConfig | None = None,
+        entity_extractor: EntityExtractor | None = None,
+        llm: Any = None,
+        show_progress: bool = False,
+    ) -> None:
+        self.config = config or BridgeConfig()
+        self.store = store
+        self.embedder = embedder
+        self.entity_extractor = (
+            entity_extractor if entity_extractor is not None else default_entity_extractor()
+        )
+        self.llm = as_llm(llm)
+        self.show_progress = show_progress
+        self.report = BuildReport()
+        self.persist_path: Path | None = None
+        self._lock = threading.RLock()
+        self._filter = CuckooFilter(fingerprint_bits=self.config.fingerprint_bits)
+        self._forest = AbstractForest()
+        dim = embedder.dimension
+        self._rows = _Rows()
+        self._matrix: FloatMatrix = np.zeros((0, dim), dtype=np.float32)
+        self._alive = np.zeros(0, dtype=bool)
+        self._dense_cache: tuple[FloatMatrix, npt.NDArray[np.bool_], ClusterIndex] | None = None
+        self._row_abstract = np.zeros(0, dtype=np.int64)
+        self._id_to_row: dict[str, int] = {}
+        self._doc_rows: dict[str, list[int]] = {}
+        self._abs_level: list[int] = []
+        self._abs_summary: list[str] = []
+        self._abs_entities: list[list[str]] = []
+        self._abs_doc: list[str | None] = []
+        self._abs_alive: list[bool] = []
+        self._abs_matrix: FloatMatrix = np.zeros((0, dim), dtype=np.float32)
+        self._parent_cache: npt.NDArray[np.int32] | None = None
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def default_k(self) -> int:
+        """The default number of results (``config.k``)."""
+        return self.config.k
+
+    @property
+    def default_options(self) -> dict[str, Any]:
+        """The ``retrieve`` options' defaults (adapters show them as their fields' values)."""
+        return {"depth": self.config.depth, "include_abstracts": False}
+
+    @property
+    def num_chunks(self) -> int:
+        """Live chunks in the index."""
+        return int(self._alive.sum())
+
+    @property
+    def num_abstracts(self) -> int:
+        """Abstract nodes (all levels, live)."""
+        return int(sum(self._abs_alive))
+
+    @property
+    def num_entities(self) -> int:
+        """Entities in the filter."""
+        return len(self._filter)
+
+    @property
+    def entity_filter(self) -> CuckooFilter:
+        """The entity -> level-0 abstract filter."""
+        return self._filter
+
+    @property
+    def forest(self) -> AbstractForest:
+        """The abstract forest."""
+        return self._forest
+
+    def abstract(self, abstract_id: int) -> dict[str, Any]:
+        """Summary, level, entities and document of an abstract node."""
+        if not 0 <= abstract_id < len(self._abs_level):
+            raise IndexError(f"abstract {abstract_id} does not exist")
+        return {
+            "id": abstract_id,
+            "level": self._abs_level[abstract_id],
+            "summary": self._abs_summary[abstract_id],
+            "entities": list(self._abs_entities[abstract_id]),
+            "doc_id": self._abs_doc[abstract_id],
+            "alive": self._abs_alive[abstract_id],
+        }
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Iterable[Document],
+        *,
+        embedder: Any = None,
+        store: ChunkStore | None = None,
+        persist_directory: str | os.PathLike[str] | None = None,
+        collection_name: str = "bridge_rag",
+        config: BridgeConfig | None = None,
+        entity_extractor: EntityExtractor | None = None,
+        llm: Any = None,
+        show_progress: bool = True,
+        **config_overrides: Any,
+    ) -> BridgeRAG:
+        """Chunks, embeds and indexes a new corpus.
+
+        Args:
+            documents: The documents (``core.types.Document``).
+            embedder: Anything :func:`core.embed.as_embedder` accepts; None = all-MiniLM-L6-v2.
+            store: A :class:`ChunkStore` to write to. Default: an embedded Chroma under
+                ``persist_directory/chroma`` or, without a directory, an in-memory one.
+            persist_directory: Where to keep Chroma's data and the Bridge structures; the
+                index is saved there after the build (reopen it with :meth:`load`).
+            collection_name: Chroma collection for the default store.
+            config: Settings; keyword overrides (``depth=3``, ...) are applied on top.
+            entity_extractor: Entity extractor; default spaCy NER (rule-based fallback).
+            llm: Optional LangChain / LlamaIndex LLM for abstract summaries.
+            show_progress: Show progress bars.
+            **config_overrides: Fields of :class:`BridgeConfig`.
+
+        Returns:
+            The built strategy.
+
+        Raises:
+            ValueError: Empty corpus, documents without text, or duplicate document ids.
+        """
+        cfg = merge_config(BridgeConfig, config, config_overrides, "Bridge-RAG")
+        docs = list(documents)
+        emb = as_embedder(embedder)
+        if store is None:
+            store = default_store(persist_directory, collection_name, index_name="bridge", label="Bridge-RAG")
+        rag = cls(
+            store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=show_progress
+        )
+        rag._index_new_documents(docs, first_build=True)
+        if persist_directory is not None:
+            rag.save(Path(persist_directory) / "bridge")
+        return rag
+
+    @classmethod
+    def from_store(
+        cls,
+        store: ChunkStore,
+        *,
+        embedder: Any = None,
+        config: BridgeConfig | None = None,
+        entity_extractor: EntityExtractor | None = None,
+        llm: Any = None,
+        show_progress: bool = True,
+        **config_overrides: Any,
+    ) -> BridgeRAG:
+        """Builds the Bridge structures over the chunks already in a Chroma collection.
+
+        Each stored item is used as a chunk as it is (no re-chunking, no re-embedding).
+        Its document is ``metadata["doc_id"]``, else ``metadata["source"]``, else its own id;
+        its order is ``metadata["chunk_order"]`` when present, else the collection's order.
+
+        Args:
+            store: The collection (wrap a chromadb Collection with ``ChunkStore(collection)``).
+            embedder: The embedder that produced the stored vectors (used for queries).
+            config: Settings; keyword overrides are applied on top.
+            entity_extractor: Entity extractor; default spaCy NER.
+            llm: Optional LLM for abstract summaries.
+            show_progress: Show progress bars.
+            **config_overrides: Fields of :class:`BridgeConfig`.
+
+        Returns:
+            The built strategy.
+
+        Raises:
+            ValueError: The collection is empty, or its dimension differs from the embedder's.
+        """
+        cfg = merge_config(BridgeConfig, config, config_overrides, "Bridge-RAG")
+        emb = as_embedder(embedder)
+        rag = cls(
+            store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=show_progress
+        )
+        with timed(rag.report, "read collection"):
+            stored = store.get(include_embeddings=True)
+        if not stored.ids:
+            raise ValueError("the Chroma collection is empty; add documents first or use from_documents")
+        assert stored.embeddings is not None
+        if stored.embeddings.shape[1] != emb.dimension:
+            raise ValueError(
+                f"the collection's embeddings have dimension {stored.embeddings.shape[1]}, but the embedder "
+                f"produces {emb.dimension}; pass the embedder the collection was built with"
+            )
+        order = collection_order(stored.ids, stored.metadatas)
+        rows = _Rows(
+            ids=[stored.ids[i] for i in order],
+            doc_ids=[doc_id_of(stored.ids[i], stored.metadatas[i]) for i in order],
+            texts=[stored.texts[i] or "" for i in order],
+            metadatas=[public_metadata(stored.metadatas[i]) for i in order],
+        )
+        rag._extend(rows, normalise_rows(stored.embeddings[order]), first_build=True)
+        return rag
+
+    # ------------------------------------------------------------------ updates
+    def add_documents(self, documents: Sequence[Document]) -> list[str]:
+        """Chunks, embeds and indexes more documents without a rebuild.
+
+        New level-0 abstracts are attached to their most similar existing parents.
+
+        Args:
+            documents: The new documents.
+
+        Returns:
+            Their document ids.
+
+        Raises:
+            ValueError: A document has no text or an id that is already indexed.
+        """
+        docs = list(documents)
+        if not docs:
+            return []
+        ids = self._index_new_documents(docs, first_build=False)
+        self._autosave()
+        return ids
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> int:
+        """Removes documents: their chunks leave Chroma, the filter and the ranking.
+
+        Args:
+            doc_ids: Document ids; unknown ids are ignored.
+
+        Returns:
+            The number of chunks removed.
+        """
+        doc_ids = check_doc_ids(doc_ids)
+        with self._lock:
+            rows = sorted({r for d in doc_ids for r in self._doc_rows.get(d, [])})
+            if not rows:
+                return 0
+            self.store.delete([self._rows.ids[r] for r in rows])
+            alive = self._alive.copy()
+            alive[rows] = False
+            dead_abstracts = sorted({int(self._row_abstract[r]) for r in rows})
+            for a in dead_abstracts:
+                if not alive[self._row_abstract == a].any():
+                    for ent in self._abs_entities[a]:
+                        self._filter.remove_ids(ent, [a])
+                    self._abs_alive[a] = False
+            self._alive = alive
+            for d in doc_ids:
+                for r in self._doc_rows.pop(d, []):
+                    self._id_to_row.pop(self._rows.ids[r], None)
+        self._autosave()
+        return len(rows)
+
+    # ------------------------------------------------------------------ query
+    def retrieve(
+        self,
+        query: str,
+        k: int | None = None,
+        *,
+        depth: int | None = None,
+        include_abstracts: bool = False,
+        **options: Any,
+    ) -> list[Retrieved]:
+        """Retrieves chunks through the entity -> abstract -> chunk bridge.
+
+        Args:
+            query: The question.
+            k: Number of chunks (default ``config.k``).
+            depth: Expansion depth (default ``config.depth``).
+            include_abstracts: Also return the summaries of the abstracts the chunks came
+                through, after the chunks, as context documents (``metadata["type"] ==
+                "abstract"``).
+            **options: Unknown options raise TypeError.
+
+        Returns:
+            Results, best first, with provenance metadata: ``matched_entities``,
+            ``abstract_id``, ``abstract_level``, ``depth``, ``score`` and its parts (``cosine``,
+            ``entity_score``, ``bridge_score``, ``tree_score``), ``found_by`` (entity / tree /
+            bridge / dense), ``fallback``, and ``doc_id``.
+
+        Raises:
+            TypeError: ``query`` is not a str, ``k`` or ``depth`` not an int, or an unknown option.
+            ValueError: Empty or over-long query, ``k`` < 1 or ``depth`` < 0.
+        """
+        text = check_query(query, self.config.max_query_chars)
+        return self.retrieve_by_vector(
+            text, self.embedder.embed_query(text), k, depth=depth, include_abstracts=include_abstracts, **options
+        )
+
+    def retrieve_by_vector(
+        self,
+        query: str,
+        query_vector: Any,
+        k: int | None = None,
+        *,
+        depth: int | None = None,
+        include_abstracts: bool = False,
+        **options: Any,
+    ) -> list[Retrieved]:
+        """:meth:`retrieve` with the query embedding already computed (benchmarks use this).
+
+        Args:
+            query: The question (its entities are looked up; it is not embedded again).
+            query_vector: Its embedding, from the index's embedder.
+            k: Number of chunks (default ``config.k``).
+            depth: Expansion depth (default ``config.depth``).
+            include_abstracts: As for :meth:`retrieve`.
+            **options: Unknown options raise TypeError.
+
+        Raises:
+            TypeError: ``k`` or ``depth`` is not an int, or an unknown option.
+            ValueError: The query vector does not have the index's dimension or is not finite.
+        """
+        if options:
+            raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
+        text = check_query(query, self.config.max_query_chars)
+        k = check_k(k, self.config.k)
+        if depth is None:
+            depth = self.config.depth
+        elif isinstance(depth, bool) or not isinstance(depth, int):
+            raise TypeError(f"depth must be an int, got {type(depth).__name__}")
+        elif depth < 0:
+            raise ValueError(f"depth must be >= 0, got {depth}")
+        query_vector = check_query_vector(query_vector, self._matrix.shape[1])
+        depth = min(depth, len(self._abs_level))  # deeper than the forest is tall changes nothing
+        matrix, alive, row_abstract, n_rows = (
+            self._matrix,
+            self._alive,
+            self._row_abstract,
+            len(self._rows.ids),
+        )
+        if n_rows == 0 or not alive.any():
+            return []
+        matched = self._match_entities(text)
+        pool = self.config.dense_pool if self.config.dense_pool is not None else 2 * k
+        if not matched:
+            return self._dense(query_vector, k, fallback="no-entity-match")
+        seeds = sorted({a for ids in matched.values() for a in ids})
+        ent_score = self._entity_scores(matched)
+        bridged = self._bridge_scores(seeds, ent_score, query_vector, set(matched))
+        nodes, hops = self._forest.expand(seeds, depth)
+        tree = self._tree_scores(seeds, ent_score, depth)
+        extra_nodes = np.asarray(sorted(bridged), dtype=np.int64)
+        cand = self._forest.chunk_ids(np.union1d(nodes, extra_nodes)).astype(np.int64)
+        cand = cand[cand < n_rows]
+        cand = cand[alive[cand]]
+        dense_rows = [row for row, _ in self._dense_rows(query_vector, pool)] if pool > 0 else []
+        if dense_rows:
+            cand = np.union1d(cand, np.asarray(dense_rows, dtype=np.int64))
+        if cand.size == 0:
+            return self._dense(query_vector, k, fallback="no-candidates")
+        ids, cos = top_k_cosine(query_vector, matrix, cand, int(cand.size))
+        abstracts = row_abstract[ids]
+        boost = np.array([ent_score.get(int(a), 0.0) for a in abstracts], dtype=np.float64)
+        bridge = np.array([bridged.get(int(a), 0.0) for a in abstracts], dtype=np.float64)
+        tree_s = self._lookup_tree(abstracts, tree, depth)
+        cfg = self.config
+        total = (
+            cos.astype(np.float64)
+            + cfg.entity_weight * boost
+            + cfg.bridge_weight * bridge
+            + cfg.tree_weight * tree_s
+        )
+        order = np.lexsort((ids, -total))[:k]
+        seed_set = set(seeds)
+        node_hops = dict(zip(nodes.tolist(), hops.tolist(), strict=True))
+        out: list[Retrieved] = []
+        for i in order:
+            row, a = int(ids[i]), int(abstracts[i])
+            via, via_hops = self._reached_through(a, node_hops)
+            if a in seed_set:
+                source = "entity"
+            elif via is not None:
+                source = "tree"
+            elif a in bridged:
+                source = "bridge"
+            else:
+                source = "dense"
+            out.append(
+                self._result(
+                    row,
+                    float(total[i]),
+                    cosine=float(cos[i]),
+                    entity_score=float(boost[i]),
+                    bridge_score=float(bridge[i]),
+                    tree_score=float(tree_s[i]),
+                    matched=sorted(m for m, abs_ids in matched.items() if a in abs_ids),
+                    abstract_id=a if via is None else via,
+                    depth=0 if a in seed_set else via_hops,
+                    source=source,
+                    fallback=None,
+                )
+            )
+        if include_abstracts:
+            out.extend(self._abstract_results(out, query_vector))
+        return out
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Saves the Bridge structures (not the chunks: Chroma holds those) atomically.
+
+        The directory gets a new generation (versioned manifest with a SHA-256 per file);
+        a crash during the save leaves the previous generation loadable.
+
+        Args:
+            path: Index directory.
+        """
+        with self._lock:
+            files = {
+                "filter.bin": self._filter.to_bytes(),
+                "forest.bin": self._forest.to_bytes(),
+                "chunk_embeddings.npy": array_to_bytes(self._matrix),
+                "abstract_embeddings.npy": array_to_bytes(self._abs_matrix),
+                "chunks.json": json_to_bytes(
+                    {
+                        "ids": self._rows.ids,
+                        "doc_ids": self._rows.doc_ids,
+                        "alive": self._alive.astype(int).tolist(),
+                        "abstract": self._row_abstract.tolist(),
+                    }
+                ),
+                "abstracts.json": json_to_bytes(
+                    {
+                        "level": self._abs_level,
+                        "summary": self._abs_summary,
+                        "entities": self._abs_entities,
+                        "doc_id": self._abs_doc,
+                        "alive": [int(a) for a in self._abs_alive],
+                    }
+                ),
+            }
+            meta = {
+                "config": asdict(self.config),
+                "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
+                "store": {"collection": self.store.name, "location": jsonable(self.store.location)},
+                "counts": {
+                    "chunks": self.num_chunks,
+                    "abstracts": self.num_abstracts,
+                    "entities": self.num_entities,
+                },
+            }
+            save_index(path, files, meta, kind=INDEX_KIND, version=INDEX_VERSION)
+            self.persist_path = Path(path)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        store: ChunkStore | None = None,
+        embedder: Any = None,
+        entity_extractor: EntityExtractor | None = None,
+        llm: Any = None,
+    ) -> BridgeRAG:
+        """Loads an index saved by :meth:`save` (or built with ``persist_directory``).
+
+        Nothing is re-embedded or re-extracted; chunk texts and metadata are read back from
+        Chroma (the source of truth) in one pass.
+
+        Args:
+            path: The index directory, or the ``persist_directory`` of :meth:`from_documents`.
+            store: The Chroma collection holding the chunks; default: the embedded Chroma under
+                ``persist_directory/chroma``, or the server recorded in the manifest.
+            embedder: Query embedder; default all-MiniLM-L6-v2. Its dimension must match.
+            entity_extractor: Query entity extractor; default spaCy NER.
+            llm: Optional LLM for the summaries of documents added later.
+
+        Returns:
+            The loaded strategy.
+
+        Raises:
+            FileNotFoundError: No index at ``path``.
+            ValueError: Corrupted files, another format version, a dimension mismatch, or a
+                Chroma collection that does not hold the indexed chunks.
+        """
+        root, index_dir, meta, files = open_index(path, "bridge", kind=INDEX_KIND, version=INDEX_VERSION)
+        cfg = BridgeConfig.from_dict(meta.get("config", {}))
+        emb = as_embedder(embedder)
+        check_embedder(emb, meta)
+        if store is None:
+            store = store_from_meta(root, index_dir, meta, "bridge_rag")
+        rag = cls(store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=False)
+        rag._restore(files)
+        rag.persist_path = index_dir
+        return rag
+
+    # ------------------------------------------------------------------ internals: build
+    def _index_new_documents(self, docs: list[Document], *, first_build: bool) -> list[str]:
+        if first_build and not docs:
+            raise ValueError("cannot build an index from an empty corpus; pass at least one document")
+        doc_ids: list[str] = []
+        rows = _Rows()
+        seen: set[str] = set()
+        with timed(self.report, "chunk"):
+            for i, doc in enumerate(docs):
+                if not isinstance(doc, Document):
+                    raise TypeError(
+                        f"document {i} is a {type(doc).__name__}; pass core.types.Document objects "
+                        "(the framework adapters convert LangChain / LlamaIndex documents)"
+                    )
+                if not isinstance(doc.text, str) or not doc.text.strip():
+                    raise ValueError(f"document {i} (id {doc.id!r}) has no text; remove it or give it text")
+                check_text(doc.text, f"document {i} (id {doc.id!r})")
+                did = doc.id if doc.id is not None else make_doc_id(doc.text)
+                if did in seen or did in self._doc_rows:
+                    hint = " (two documents have the same text and no id)" if doc.id is None else ""
+                    raise ValueError(f"duplicate document id {did!r}{hint}; document ids must be unique")
+                seen.add(did)
+                doc_ids.append(did)
+                for ch in chunk_document(
+                    doc,
+                    doc_id=did,
+                    chunk_size=self.config.chunk_size,
+                    chunk_overlap=self.config.chunk_overlap,
+                ):
+                    meta = dict(ch.metadata)
+                    meta.update({DOC_ID_KEY: did, ORDER_KEY: ch.order, START_KEY: ch.start, END_KEY: ch.end})
+                    rows.ids.append(ch.id)
+                    rows.doc_ids.append(did)
+                    rows.texts.append(ch.text)
+                    rows.metadatas.append(meta)
+        with timed(self.report, "embed"):
+            embeddings = embed_in_batches(self.embedder, rows.texts, show_progress=self.show_progress)
+        with timed(self.report, "store"):
+            self.store.add(rows.ids, rows.texts, embeddings, rows.metadatas, show_progress=self.show_progress)
+        self._extend(rows, normalise_rows(embeddings), first_build=first_build)
+        return doc_ids
+
+    def _extend(self, rows: _Rows, embeddings: FloatMatrix, *, first_build: bool) -> None:
+        """Adds chunk rows (already in Chroma): abstracts, hierarchy, entities."""
+        with self._lock:
+            self._parent_cache = None
+            base = len(self._rows.ids)
+            # Level-0 abstracts: every abstract_size consecutive chunks of one document.
+            spans: list[tuple[int, int, str]] = []
+            start = 0
+            for i in range(1, len(rows.ids) + 1):
+                if (
+                    i == len(rows.ids)
+                    or rows.doc_ids[i] != rows.doc_ids[start]
+                    or i - start == self.config.abstract_size
+                ):
+                    spans.append((start, i, rows.doc_ids[start]))
+                    start = i
+            with timed(self.report, "entities"):
+                chunk_entities = self._extract_entities(rows)
+            writer = AbstractWriter(self.config.summary_words, self.llm)
+            first_abs = len(self._abs_level)
+            abs_entities: list[list[str]] = []
+            abs_summaries: list[str] = []
+            abs_vectors = np.zeros((len(spans), embeddings.shape[1]), dtype=np.float32)
+            row_abstract = np.zeros(len(rows.ids), dtype=np.int64)
+            weights = np.zeros(len(spans), dtype=np.float64)
+            with timed(self.report, "abstracts"):
+                for j, (s, e, _) in enumerate(spans):
+                    ents = list(dict.fromkeys(x for i in range(s, e) for x in chunk_entities[i]))
+                    abs_entities.append(ents)
+                    abs_summaries.append(writer.write(rows.texts[s:e]))
+                    c = embeddings[s:e].astype(np.float64).mean(axis=0)
+                    norm = float(np.linalg.norm(c))
+                    abs_vectors[j] = c / norm if norm > 0 else c
+                    row_abstract[s:e] = first_abs + j
+                    weights[j] = e - s
+            # Append rows and level-0 nodes.
+            self._rows.ids += rows.ids
+            self._rows.doc_ids += rows.doc_ids
+            self._rows.texts += rows.texts
+            self._rows.metadatas += rows.metadatas
+            for i, cid in enumerate(rows.ids):
+                self._id_to_row[cid] = base + i
+                self._doc_rows.setdefault(rows.doc_ids[i], []).append(base + i)
+            self._matrix = np.ascontiguousarray(np.vstack([self._matrix, embeddings]), dtype=np.float32)
+            self._alive = np.concatenate([self._alive, np.ones(len(rows.ids), dtype=bool)])
+            self._row_abstract = np.concatenate([self._row_abstract, row_abstract])
+            parents = self._parents_for_new(abs_vectors) if not first_build else [-1] * len(spans)
+            self._forest.add_nodes(
+                [0] * len(spans),
+                [base + s for s, _, _ in spans],
+                [base + e for _, e, _ in spans],
+                parents,
+            )
+            self._abs_level += [0] * len(spans)
+            self._abs_summary += abs_summaries
+            self._abs_entities += abs_entities
+            self._abs_doc += [d for _, _, d in spans]
+            self._abs_alive += [True] * len(spans)
+            self._abs_matrix = np.ascontiguousarray(
+                np.vstack([self._abs_matrix, abs_vectors]), dtype=np.float32
+            )
+            with timed(self.report, "filter"):
+                for j, ents in enumerate(abs_entities):
+                    for ent in ents:
+                        self._filter.insert(ent, [first_abs + j])
+            if first_build:
+                with timed(self.report, "hierarchy"):
+                    self._build_levels(list(range(first_abs, first_abs + len(spans))), weights, writer)
+            if len(self._alive) > self.config.exact_search_max_rows:
+                with timed(self.report, "dense index"):
+                    self._dense_index(self._matrix, self._alive)
+            self.report.counts.update(
+                {
+                    "documents": len(self._doc_rows),
+                    "chunks": self.num_chunks,
+                    "entities": self.num_entities,
+                    **self._level_counts(),
+                }
+            )
+            if writer.llm_calls:
+                self.report.counts["llm summaries"] = writer.llm_calls - writer.llm_failures
+                self.report.counts["llm failures"] = writer.llm_failures
+
+    def _extract_entities(self, rows: _Rows) -> list[list[str]]:
+        """Entities per chunk: NER over the text, plus the document title when metadata has one."""
+        found: list[list[str]] = []
+        batch = 256
+        bar = tqdm(
+            total=len(rows.texts),
+            desc="extracting entities",
+            unit="chunk",
+            disable=not self.show_progress,
+            leave=False,
+        )
+        for start in range(0, len(rows.texts), batch):
+            found += self.entity_extractor.extract(rows.texts[start : start + batch])
+            bar.update(min(batch, len(rows.texts) - start))
+        bar.close()
+        if self.config.title_entities:
+            for i, meta in enumerate(rows.metadatas):
+                title = meta.get("title")
+                if isinstance(title, str) and title.strip():
+                    found[i] = list(dict.fromkeys([*title_entities(title), *found[i]]))
+        return found
+
+    def _build_levels(
+        self, level_nodes: list[int], weights: npt.NDArray[np.float64], writer: AbstractWriter
+    ) -> None:
+        level = 0
+        while len(level_nodes) > 1:
+            level += 1
+            vectors = self._abs_matrix[level_nodes]
+            groups = group_by_meaning(vectors, self.config.branching)
+            centroids = weighted_centroids(vectors, groups, weights)
+            first = len(self._abs_level)
+            summaries = []
+            for g, members in enumerate(groups):
+                nodes = [level_nodes[m] for m in members]
+                sims = self._abs_matrix[nodes] @ centroids[g]
+                closest = [nodes[i] for i in np.lexsort((nodes, -sims))]
+                ents = [e for n in nodes for e in self._abs_entities[n]]
+                if writer.llm is not None:
+                    summaries.append(writer.write([self._abs_summary[n] for n in closest], ents))
+                else:
+                    summaries.append(writer.extractive([self._abs_summary[closest[0]]], ents))
+            self._forest.add_nodes(
+                [level] * len(groups), [0] * len(groups), [0] * len(groups), [-1] * len(groups)
+            )
+            children = [level_nodes[m] for members in groups for m in members]
+            parents = [first + g for g, members in enumerate(groups) for _ in members]
+            self._forest.set_parents(children, parents)
+            self._abs_level += [level] * len(groups)
+            self._abs_summary += summaries
+            self._abs_entities += [
+                list(dict.fromkeys(e for m in members for e in self._abs_entities[level_nodes[m]]))[:50]
+                for members in groups
+            ]
+            self._abs_doc += [None] * len(groups)
+            self._abs_alive += [True] * len(groups)
+            self._abs_matrix = np.ascontiguousarray(
+                np.vstack([self._abs_matrix, centroids]), dtype=np.float32
+            )
+            weights = np.array([weights[members].sum() for members in groups], dtype=np.float64)
+            level_nodes = list(range(first, first + len(groups)))
+
+    def _parents_for_new(self, vectors: FloatMatrix) -> list[int]:
+        """Most similar existing level-1 node for each new level-0 abstract (-1 if none)."""
+        level1 = [i for i, lv in enumerate(self._abs_level) if lv == 1 and self._abs_alive[i]]
+        if not level1:
+            return [-1] * len(vectors)
+        sims = vectors @ self._abs_matrix[level1].T
+        return [level1[int(np.argmax(row))] for row in sims]
+
+    def _level_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for lv, alive in zip(self._abs_level, self._abs_alive, strict=True):
+            if alive:
+                counts[f"abstracts level {lv}"] = counts.get(f"abstracts level {lv}", 0) + 1
+        return dict(sorted(counts.items()))
+
+    # ------------------------------------------------------------------ internals: query
+    def _match_entities(self, text: str) -> dict[str, list[int]]:
+        """Query entities found in the filter, with their abstract lists.
+
+        Probes are the query's n-grams (longest first) and, with ``query_ner``, the entities
+        the extractor finds. With ``longest_match`` an n-gram inside a longer matched n-gram
+        is dropped ("west virginia" inside "johnnycake west virginia"); NER entities stay.
+        """
+        grams = [g for g in query_ngrams(text, self.config.max_ngram) if not _all_stopwords(g)]
+        ner = self.entity_extractor.extract([text])[0] if self.config.query_ner else []
+        probes = list(dict.fromkeys(p for p in [*grams, *ner] if p))
+        if not probes:
+            return {}
+        offsets, ids = self._filter.lookup_many(probes)
+        matched: dict[str, list[int]] = {}
+        kept: list[str] = []
+        ner_set = set(ner)
+        for i, p in enumerate(probes):
+            if offsets[i + 1] == offsets[i]:
+                continue
+            if self.config.longest_match and p not in ner_set and any(f" {p} " in f" {q} " for q in kept):
+                continue
+            kept.append(p)
+            matched[p] = ids[offsets[i] : offsets[i + 1]].tolist()
+        return matched
+
+    def _entity_scores(self, matched: Mapping[str, list[int]]) -> dict[int, float]:
+        n = max(1, len(self._abs_level))
+        idf = {m: math.log(1.0 + n / len(ids)) for m, ids in matched.items()}
+        total = sum(idf.values())
+        scores: dict[int, float] = {}
+        for m, ids in matched.items():
+            for a in ids:
+                scores[a] = scores.get(a, 0.0) + idf[m] / total
+        return scores
+
+    def _bridge_scores(
+        self, seeds: list[int], ent_score: Mapping[int, float], query_vector: FloatMatrix, matched: set[str]
+    ) -> dict[int, float]:
+        """Second-hop entity evidence: abstracts that share rare entities with the best seeds.
+
+        The best ``bridge_seeds`` seed abstracts (cosine plus entity evidence) lend their other
+        entities; each is looked up in the filter (O(1)), and an abstract scores the summed IDF
+        of the bridge entities it mentions, relative to the IDF of an entity found once.
+        """
+        cfg = self.config
+        if cfg.bridge_weight <= 0 or cfg.bridge_seeds <= 0 or not seeds:
+            return {}
+        seed_arr = np.asarray(seeds, dtype=np.int64)
+        qn = query_vector / max(float(np.linalg.norm(query_vector)), 1e-12)
+        s_score = self._abs_matrix[seed_arr] @ qn + cfg.entity_weight * np.array(
+            [ent_score[a] for a in seeds]
+        )
+        top = seed_arr[np.lexsort((seed_arr, -s_score))][: cfg.bridge_seeds].tolist()
+        ents = list(dict.fromkeys(e for a in top for e in self._abs_entities[a] if e not in matched))
+        if not ents:
+            return {}
+        offsets, ids = self._filter.lookup_many(ents, touch=False)
+        n = max(1, len(self._abs_level))
+        ref = math.log(1.0 + n)
+        max_df = max(cfg.bridge_max_df, 1)
+        top_set = set(top)
+        scores: dict[int, float] = {}
+        for i in range(len(ents)):
+            df = int(offsets[i + 1] - offsets[i])
+            if df < 2 or df > max_df:
+                continue
+            w = math.log(1.0 + n / df) / ref
+            for a in ids[offsets[i] : offsets[i + 1]].tolist():
+                if a not in top_set:
+                    scores[a] = min(1.0, scores.get(a, 0.0) + w)
+        return scores
+
+    def _tree_scores(self, seeds: list[int], ent_score: Mapping[int, float], depth: int) -> dict[int, float]:
+        """Support of each expanded ancestor: its best seed's entity evidence, decayed per level."""
+        cfg = self.config
+        if cfg.tree_weight <= 0 or depth <= 0:
+            return {}
+        parent = self._parents()
+        support: dict[int, float] = {}
+        for s in seeds:
+            node, w = s, ent_score.get(s, 0.0)
+            for _ in range(depth):
+                node = int(parent[node])
+                if node < 0:
+                    break
+                w *= cfg.tree_decay
+                if w > support.get(node, 0.0):
+                    support[node] = w
+        return support
+
+    def _lookup_tree(
+        self, abstracts: npt.NDArray[np.int64], support: Mapping[int, float], depth: int
+    ) -> npt.NDArray[np.float64]:
+        out = np.zeros(len(abstracts), dtype=np.float64)
+        if not support:
+            return out
+        parent = self._parents()
+        cache: dict[int, float] = {}
+        for i, a in enumerate(abstracts.tolist()):
+            if a not in cache:
+                node, best = a, 0.0
+                for _ in range(depth):
+                    node = int(parent[node])
+                    if node < 0:
+                        break
+                    best = max(best, support.get(node, 0.0))
+                cache[a] = best
+            out[i] = cache[a]
+        return out
+
+    def _parents(self) -> npt.NDArray[np.int32]:
+        cached = self._parent_cache
+        if cached is None or len(cached) != len(self._abs_level):
+            cached = np.asarray(self._forest.arrays()["parent"], dtype=np.int32)
+            self._parent_cache = cached
+        return cached
+
+    def _reached_through(self, abstract_id: int, node_hops: Mapping[int, int]) -> tuple[int | None, int]:
+        """The nearest expanded ancestor (or the node itself) and its hop count."""
+        node = abstract_id
+        while node >= 0:
+            if node in node_hops:
+                return node, node_hops[node]
+            node = self._forest.parent(node)
+        return None, 0
+
+    def _dense_rows(self, query_vector: FloatMatrix, k: int) -> list[tuple[int, float]]:
+        """Nearest live rows, with their cosine similarity.
+
+        Up to ``exact_search_max_rows`` rows this is an exact C++ scan of the in-memory matrix;
+        above it, a cluster index over the same matrix answers (no Chroma round trip).
+        """
+        matrix, alive = self._matrix, self._alive
+        if len(alive) <= self.config.exact_search_max_rows:
+            rows = np.flatnonzero(alive)
+            ids, sims = top_k_cosine(query_vector, matrix, rows, k)
+            return list(zip(ids.tolist(), sims.tolist(), strict=True))
+        index = self._dense_index(matrix, alive)
+        ids2, sims2 = index.search(query_vector.reshape(1, -1), matrix, k, DEFAULT_PROBE_ROWS)
+        return [(r, s) for r, s in zip(ids2[0].tolist(), sims2[0].tolist(), strict=True) if r >= 0]
+
+    def _dense_index(self, matrix: FloatMatrix, alive: npt.NDArray[np.bool_]) -> ClusterIndex:
+        """The cluster index of the live rows of ``matrix`` (rebuilt when either changes).
+
+        Additions and deletions replace ``_matrix`` / ``_alive``, so a cached index is valid
+        exactly while both are the same objects; a rebuild keeps the centroids until the rows
+        double, so it only reassigns rows.
+        """
+        cached = self._dense_cache
+        if cached is not None and cached[0] is matrix and cached[1] is alive:
+            return cached[2]
+        with self._lock:
+            cached = self._dense_cache
+            if cached is not None and cached[0] is matrix and cached[1] is alive:
+                return cached[2]
+            index = ClusterIndex.build(matrix, np.flatnonzero(alive), reuse=cached[2] if cached else None)
+            self._dense_cache = (matrix, alive, index)
+            return index
+
+    def _dense(self, query_vector: FloatMatrix, k: int, *, fallback: str) -> list[Retrieved]:
+        out = []
+        for row, sim in self._dense_rows(query_vector, k):
+            out.append(
+                self._result(
+                    row,
+                    sim,
+                    cosine=sim,
+                    entity_score=0.0,
+                    matched=[],
+                    abstract_id=int(self._row_abstract[row]),
+                    depth=0,
+                    source="dense",
+                    fallback=fallback,
+                )
+            )
+        return out
+
+    def _result(
+        self,
+        row: int,
+        score: float,
+        *,
+        cosine: float,
+        entity_score: float,
+        matched: list[str],
+        bridge_score: float = 0.0,
+        tree_score: float = 0.0,
+        abstract_id: int,
+        depth: int,
+        source: str,
+        fallback: str | None,
+    ) -> Retrieved:
+        meta = dict(self._rows.metadatas[row])
+        meta.setdefault(DOC_ID_KEY, self._rows.doc_ids[row])
+        meta.update(
+            {
+                "strategy": self.name,
+                "score": score,
+                "cosine": cosine,
+                "entity_score": entity_score,
+                "bridge_score": bridge_score,
+                "tree_score": tree_score,
+                "matched_entities": matched,
+                "abstract_id": abstract_id,
+                "abstract_level": self._abs_level[abstract_id],
+                "depth": depth,
+                "found_by": source,
+                "fallback": fallback,
+            }
+        )
+        return Retrieved(id=self._rows.ids[row], text=self._rows.texts[row], score=score, metadata=meta)
+
+    def _abstract_results(self, results: list[Retrieved], query_vector: FloatMatrix) -> list[Retrieved]:
+        seen: list[int] = []
+        for r in results:
+            a = int(self._row_abstract[self._id_to_row[r.id]])
+            if a not in seen:
+                seen.append(a)
+        out = []
+        for a in seen:
+            cos = float(self._abs_matrix[a] @ query_vector) / max(float(np.linalg.norm(query_vector)), 1e-12)
+            out.append(
+                Retrieved(
+                    id=f"abstract::{a}",
+                    text=self._abs_summary[a],
+                    score=cos,
+                    metadata={
+                        "strategy": self.name,
+                        "type": "abstract",
+                        "abstract_id": a,
+                        "abstract_level": self._abs_level[a],
+                        "entities": self._abs_entities[a][:20],
+                        DOC_ID_KEY: self._abs_doc[a],
+                    },
+                )
+            )
+        return out
+
+    # ------------------------------------------------------------------ internals: persistence
+    def _autosave(self) -> None:
+        if self.persist_path is not None:
+            self.save(self.persist_path)
+
+    def _restore(self, files: Mapping[str, bytes]) -> None:
+        self._parent_cache = None
+        try:
+            self._filter = CuckooFilter.from_bytes(files["filter.bin"])
+            self._forest = AbstractForest.from_bytes(files["forest.bin"])
+            self._matrix = array_from_bytes(files["chunk_embeddings.npy"], dtype=np.float32, ndim=2)
+            self._abs_matrix = array_from_bytes(files["abstract_embeddings.npy"], dtype=np.float32, ndim=2)
+            chunks = json_from_bytes(files["chunks.json"])
+            abstracts = json_from_bytes(files["abstracts.json"])
+            ids = [str(x) for x in chunks["ids"]]
+            doc_ids = [str(x) for x in chunks["doc_ids"]]
+            alive = np.asarray(chunks["alive"], dtype=bool)
+            row_abstract = np.asarray(chunks["abstract"], dtype=np.int64)
+            self._abs_level = [int(x) for x in abstracts["level"]]
+            self._abs_summary = [str(x) for x in abstracts["summary"]]
+            self._abs_entities = [[str(e) for e in ents] for ents in abstracts["entities"]]
+            self._abs_doc = [None if d is None else str(d) for d in abstracts["doc_id"]]
+            self._abs_alive = [bool(x) for x in abstracts["alive"]]
+        except KeyError as exc:
+            raise ValueError(f"the index is missing {exc}; rebuild it") from exc
+        except (TypeError, AttributeError) as exc:
+            raise ValueError(f"the index files are malformed ({exc}); rebuild it") from exc
+        n, n_abs = len(ids), len(self._abs_level)
+        consistent = (
+            len(doc_ids) == n
+            and alive.shape == (n,)
+            and row_abstract.shape == (n,)
+            and self._matrix.shape == (n, self.embedder.dimension)
+            and self._abs_matrix.shape == (n_abs, self.embedder.dimension)
+            and len(self._abs_summary)
+            == len(self._abs_entities)
+            == len(self._abs_doc)
+            == len(self._abs_alive)
+            == n_abs
+            and len(self._forest) == n_abs
+            and (n == 0 or (row_abstract.min() >= 0 and row_abstract.max() < n_abs))
+        )
+        if not consistent:
+            raise ValueError(
+                "the index files disagree with each other (sizes or dimensions); rebuild the index"
+            )
+        stored = read_from_store(self.store, [ids[i] for i in range(n) if alive[i]], "chunks")
+        texts = [""] * n
+        metas: list[dict[str, Any]] = [{} for _ in range(n)]
+        if stored is not None:
+            lookup = {cid: i for i, cid in enumerate(ids)}
+            for cid, text, meta in zip(stored.ids, stored.texts, stored.metadatas, strict=True):
+                i = lookup[cid]
+                texts[i] = text or ""
+                metas[i] = dict(meta or {})
+        self._rows = _Rows(ids=ids, doc_ids=doc_ids, texts=texts, metadatas=metas)
+        self._alive = alive
+        self._row_abstract = row_abstract
+        self._id_to_row = {cid: i for i, cid in enumerate(ids) if alive[i]}
+        self._doc_rows = {}
+        for i, d in enumerate(doc_ids):
+            if alive[i]:
+                self._doc_rows.setdefault(d, []).append(i)
+        self.report.counts.update(
+            {"documents": len(self._doc_rows), "chunks": self.num_chunks, "entities": self.num_entities}
+        )
+
+
+# ---------------------------------------------------------------------- module helpers
+def _all_stopwords(ngram: str) -> bool:
+    words = ngram.split()
+    return all(w in _STOPWORDS or len(w) < 2 for w in words)

@@ -1,0 +1,539 @@
+"""A text knowledge graph: named nodes, relation edges, their embeddings, and their source chunks.
+
+Nodes are entity names merged by :func:`core.text.normalize_entity` (so "the Beatles" and
+"Beatles" are one node); each node remembers the chunks that mention it. Edges are triples
+("head relation tail"), each with the chunk it came from (or -1 when the graph came from
+elsewhere). Nodes and edges are embedded (an edge by its triple text, so a query can match a
+relation). The structure lives in C++ (:class:`core.native.graph.Graph`, CSR adjacency); this module
+keeps the texts and vectors, grows the graph, and converts to and from networkx.
+
+No schema is assumed: any networkx graph whose nodes and edges carry some text can be loaded
+with :meth:`KnowledgeGraph.from_networkx` (the "black-box" case).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from core.native.cluster_index import DEFAULT_EXACT_BELOW, ClusterIndex
+from core.embed import Embedder
+from core.native.graph import Graph
+from core.persist import array_from_bytes, array_to_bytes, json_from_bytes, json_to_bytes
+from core.strategies.common import embed_in_batches, normalise_rows
+from core.text import normalize_entity
+from core.strategies.bubble.triples import Triple
+
+__all__ = ["KnowledgeGraph"]
+
+FloatMatrix = npt.NDArray[np.float32]
+_NO_CHUNK = -1
+_COMPOSED_KINDS = frozenset({"cooccurrence", "title"})
+
+
+class KnowledgeGraph:
+    """Nodes, edges, their texts, vectors and source chunks, over a C++ CSR graph.
+
+    Attributes:
+        node_names: Display name of each node (its first mention).
+        node_chunks: Chunk rows that mention each node.
+        edge_head, edge_tail: Node ids of each edge.
+        edge_relation: Relation words of each edge.
+        edge_kind: How each edge was found (``svo``, ``cooccurrence``, ``llm``, ``title``, ``graph``).
+        edge_chunk: Source chunk row of each edge (-1: none).
+        edge_alive: False for edges whose chunk was deleted.
+    """
+
+    def __init__(self, dimension: int) -> None:
+        """An empty graph for ``dimension``-dimensional embeddings."""
+        if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+            raise ValueError(f"dimension must be a positive int, got {dimension!r}")
+        self.dimension = dimension
+        self.node_names: list[str] = []
+        self.node_chunks: list[list[int]] = []
+        self._node_index: dict[str, int] = {}
+        self.edge_head: list[int] = []
+        self.edge_tail: list[int] = []
+        self.edge_relation: list[str] = []
+        self.edge_kind: list[str] = []
+        self.edge_chunk: list[int] = []
+        self.edge_alive: list[bool] = []
+        self.node_matrix: FloatMatrix = np.zeros((0, dimension), dtype=np.float32)
+        self.edge_matrix: FloatMatrix = np.zeros((0, dimension), dtype=np.float32)
+        self._lock = threading.RLock()
+        self._graph: Graph | None = None
+        self._edge_ids = np.zeros(0, dtype=np.int64)  # native edge id -> edge id
+        self._heads = np.zeros(0, dtype=np.int64)
+        self._tails = np.zeros(0, dtype=np.int64)
+        self._native_ends: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
+        self._to_native: npt.NDArray[np.int64] | None = None
+        self._anchor_indexes: tuple[ClusterIndex, ClusterIndex] | None = None
+        self._anchor_indexes_old: tuple[ClusterIndex, ClusterIndex] | None = None
+        self._anchor_exact_below = DEFAULT_EXACT_BELOW
+
+    # ------------------------------------------------------------------ sizes and lookups
+    @property
+    def num_nodes(self) -> int:
+        """Nodes (including nodes whose chunks were all deleted)."""
+        return len(self.node_names)
+
+    @property
+    def num_edges(self) -> int:
+        """Live edges."""
+        return int(sum(self.edge_alive))
+
+    def node_id(self, name: str) -> int | None:
+        """The node of an entity name (normalised), or None."""
+        return self._node_index.get(normalize_entity(name))
+
+    def edge_text(self, edge: int) -> str:
+        """``"head relation tail"`` of an edge."""
+        head, tail = self.node_names[self.edge_head[edge]], self.node_names[self.edge_tail[edge]]
+        return " ".join(p for p in (head, self.edge_relation[edge], tail) if p)
+
+    @property
+    def heads(self) -> npt.NDArray[np.int64]:
+        """Head node of every edge (int64 array)."""
+        self._ensure_graph()
+        return self._heads
+
+    @property
+    def tails(self) -> npt.NDArray[np.int64]:
+        """Tail node of every edge (int64 array)."""
+        self._ensure_graph()
+        return self._tails
+
+    @property
+    def graph(self) -> Graph:
+        """The C++ CSR graph over the live edges (rebuilt lazily after changes)."""
+        return self._ensure_graph()
+
+    def native_edge_ids(self) -> npt.NDArray[np.int64]:
+        """Edge id of each edge of :attr:`graph` (it holds the live edges only)."""
+        self._ensure_graph()
+        return self._edge_ids
+
+    def native_ends(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Head and tail node of each edge of :attr:`graph` (its own edge order)."""
+        with self._lock:
+            self._ensure_graph()
+            if self._native_ends is None:
+                self._native_ends = (self._heads[self._edge_ids], self._tails[self._edge_ids])
+            return self._native_ends
+
+    def to_native(self) -> npt.NDArray[np.int64]:
+        """Edge id -> edge of :attr:`graph` (-1 for dead edges)."""
+        with self._lock:
+            self._ensure_graph()
+            if self._to_native is None:
+                out = np.full(len(self.edge_head), -1, dtype=np.int64)
+                out[self._edge_ids] = np.arange(len(self._edge_ids), dtype=np.int64)
+                self._to_native = out
+            return self._to_native
+
+    def anchor_indexes(self, exact_below: int = DEFAULT_EXACT_BELOW) -> tuple[ClusterIndex, ClusterIndex]:
+        """Search indexes of the anchor candidates: every node, and the live relation edges.
+
+        Relation edges exclude co-occurrence and title edges (whose vectors are sums of their
+        ends). The first index lists rows of ``node_matrix``, the second rows of
+        ``edge_matrix``; both are built on first use and cached until the graph changes
+        (centroids are reused until the rows double). Sets smaller than ``exact_below`` are
+        searched exactly.
+        """
+        with self._lock:
+            self._ensure_graph()
+            cached = self._anchor_indexes
+            if cached is None or self._anchor_exact_below != exact_below:
+                relation = self._relation_edges()
+                nodes = np.arange(self.node_matrix.shape[0], dtype=np.int64)
+                old = self._anchor_indexes_old
+                self._anchor_indexes = (
+                    ClusterIndex.build(
+                        self.node_matrix, nodes, exact_below=exact_below, reuse=old[0] if old else None
+                    ),
+                    ClusterIndex.build(
+                        self.edge_matrix, relation, exact_below=exact_below, reuse=old[1] if old else None
+                    ),
+                )
+                self._anchor_exact_below = exact_below
+                cached = self._anchor_indexes
+            return cached
+
+    def _relation_edges(self) -> npt.NDArray[np.int64]:
+        """Live, embedded relation edges (not co-occurrence or title), ascending: the anchorable edges."""
+        return np.asarray(
+            [
+                e
+                for e in self._edge_ids.tolist()
+                if self.edge_kind[e] not in _COMPOSED_KINDS and e < self.edge_matrix.shape[0]
+            ],
+            dtype=np.int64,
+        )
+
+    def _changed(self) -> None:
+        """Drops every structure derived from the edge lists (rebuilt lazily)."""
+        self._graph = None
+        self._native_ends = None
+        self._to_native = None
+        self._drop_anchor_indexes()
+
+    def _drop_anchor_indexes(self) -> None:
+        """Forgets the anchor indexes; the next build reuses their centroids."""
+        if self._anchor_indexes is not None:
+            self._anchor_indexes_old = self._anchor_indexes
+        self._anchor_indexes = None
+
+    def _ensure_graph(self) -> Graph:
+        with self._lock:
+            if self._graph is None:
+                self._heads = np.asarray(self.edge_head, dtype=np.int64)
+                self._tails = np.asarray(self.edge_tail, dtype=np.int64)
+                alive = np.asarray(self.edge_alive, dtype=bool)
+                self._edge_ids = np.flatnonzero(alive).astype(np.int64)
+                self._graph = Graph(self.num_nodes, self._heads[alive], self._tails[alive])
+            return self._graph
+
+    # ------------------------------------------------------------------ growth
+    def add_node(self, name: str, chunk: int = _NO_CHUNK) -> int | None:
+        """The node for ``name`` (created when new); records ``chunk`` as a mention.
+
+        Returns:
+            The node id, or None when the name normalises to nothing.
+        """
+        key = normalize_entity(name)
+        if not key:
+            return None
+        with self._lock:
+            node = self._node_index.get(key)
+            if node is None:
+                node = len(self.node_names)
+                self._node_index[key] = node
+                self.node_names.append(" ".join(name.split()))
+                self.node_chunks.append([])
+                self._changed()
+            if chunk >= 0 and (not self.node_chunks[node] or self.node_chunks[node][-1] != chunk):
+                self.node_chunks[node].append(chunk)
+            return node
+
+    def add_triples(self, triples: Iterable[Triple], chunk: int = _NO_CHUNK) -> int:
+        """Adds the triples of one chunk (nodes are merged by normalised name).
+
+        Returns:
+            How many edges were added.
+        """
+        added = 0
+        with self._lock:
+            for t in triples:
+                head, tail = self.add_node(t.head, chunk), self.add_node(t.tail, chunk)
+                if head is None or tail is None or head == tail:
+                    continue
+                self.edge_head.append(head)
+                self.edge_tail.append(tail)
+                self.edge_relation.append(" ".join(t.relation.split()))
+                self.edge_kind.append(t.kind)
+                self.edge_chunk.append(chunk)
+                self.edge_alive.append(True)
+                added += 1
+            if added:
+                self._changed()
+        return added
+
+    def remove_chunks(self, chunks: Iterable[int]) -> int:
+        """Drops the edges and mentions of deleted chunks.
+
+        Returns:
+            How many edges were removed.
+        """
+        gone = set(chunks)
+        removed = 0
+        with self._lock:
+            for e, c in enumerate(self.edge_chunk):
+                if c in gone and self.edge_alive[e]:
+                    self.edge_alive[e] = False
+                    removed += 1
+            for n, rows in enumerate(self.node_chunks):
+                if any(r in gone for r in rows):
+                    self.node_chunks[n] = [r for r in rows if r not in gone]
+            self._changed()
+        return removed
+
+    def embed_missing(self, embedder: Embedder, *, show_progress: bool = False) -> int:
+        """Embeds the nodes and edges added since the last call (duplicate texts once).
+
+        Nodes are embedded by name. Relation edges (``svo``, ``llm``, ``graph``) are embedded by
+        their text ``"head relation tail"``, so a query can match the relation. Co-occurrence
+        and title edges, whose relation words say little, get the normalised sum of their two
+        end nodes' vectors instead: no model call, which keeps the build cheap (they are most
+        of the edges).
+
+        Returns:
+            How many distinct texts were embedded.
+        """
+        with self._lock:
+            first_edge = self.edge_matrix.shape[0]
+            new_nodes = self.node_names[self.node_matrix.shape[0] :]
+            new_edges = range(first_edge, len(self.edge_head))
+            texts = {e: self.edge_text(e) for e in new_edges if self.edge_kind[e] not in _COMPOSED_KINDS}
+            unique = list(dict.fromkeys([*new_nodes, *texts.values()]))
+            if unique:
+                vectors = normalise_rows(
+                    embed_in_batches(embedder, unique, show_progress=show_progress, desc="embedding graph")
+                )
+            else:
+                vectors = np.zeros((0, self.dimension), dtype=np.float32)
+            row = {text: i for i, text in enumerate(unique)}
+            nodes = vectors[[row[t] for t in new_nodes]] if new_nodes else vectors[:0]
+            self.node_matrix = np.ascontiguousarray(np.vstack([self.node_matrix, nodes]), dtype=np.float32)
+            edges = np.zeros((len(new_edges), self.dimension), dtype=np.float32)
+            for i, e in enumerate(new_edges):
+                if e in texts:
+                    edges[i] = vectors[row[texts[e]]]
+                else:
+                    edges[i] = self.node_matrix[self.edge_head[e]] + self.node_matrix[self.edge_tail[e]]
+            self.edge_matrix = np.ascontiguousarray(
+                np.vstack([self.edge_matrix, normalise_rows(edges)]), dtype=np.float32
+            )
+            self._drop_anchor_indexes()
+            return len(unique)
+
+    # ------------------------------------------------------------------ networkx
+    def to_networkx(self) -> Any:
+        """The graph as a ``networkx.MultiGraph``.
+
+        Nodes carry ``text`` and ``chunks``; edges carry ``relation``, ``text``, ``kind``,
+        ``chunk`` and ``key`` (the edge id). Dead edges are left out.
+        """
+        import networkx as nx  # type: ignore[import-untyped]
+
+        g = nx.MultiGraph()
+        for n, name in enumerate(self.node_names):
+            g.add_node(n, text=name, chunks=list(self.node_chunks[n]))
+        for e in range(len(self.edge_head)):
+            if self.edge_alive[e]:
+                g.add_edge(
+                    self.edge_head[e],
+                    self.edge_tail[e],
+                    key=e,
+                    relation=self.edge_relation[e],
+                    text=self.edge_text(e),
+                    kind=self.edge_kind[e],
+                    chunk=self.edge_chunk[e],
+                )
+        return g
+
+    @classmethod
+    def from_networkx(
+        cls,
+        graph: Any,
+        dimension: int,
+        *,
+        node_text: str | Callable[[Any, Mapping[str, Any]], str] | None = None,
+        edge_text: str | Callable[[Any, Any, Mapping[str, Any]], str] | None = None,
+        node_chunks: Callable[[Any, Mapping[str, Any]], Sequence[int]] | None = None,
+        edge_chunk: Callable[[Any, Any, Mapping[str, Any]], int | None] | None = None,
+    ) -> KnowledgeGraph:
+        """Loads any networkx graph whose nodes and edges carry some text (no schema assumed).
+
+        Args:
+            graph: A networkx ``Graph``, ``DiGraph``, ``MultiGraph`` or ``MultiDiGraph``.
+            dimension: Embedding dimension.
+            node_text: Node attribute holding its text, or a function ``(node, attrs) -> str``;
+                default: the first of ``text``, ``name``, ``label``, ``title`` present, else
+                the node key itself.
+            edge_text: Edge attribute holding the relation, or ``(u, v, attrs) -> str``; default
+                the first of ``relation``, ``label``, ``predicate``, ``type``, ``text``
+                present, else ``"related to"``.
+            node_chunks: Optional ``(node, attrs) -> chunk rows`` mapping nodes to source chunks.
+            edge_chunk: Optional ``(u, v, attrs) -> chunk row or None``.
+
+        Returns:
+            The knowledge graph (not embedded yet: call :meth:`embed_missing`).
+
+        Raises:
+            TypeError: ``graph`` is not a networkx graph.
+            ValueError: Two nodes have texts that normalise to the same name is fine (they merge);
+                a node whose text is empty is an error.
+        """
+        if not (hasattr(graph, "nodes") and hasattr(graph, "edges") and hasattr(graph, "is_multigraph")):
+            raise TypeError(f"expected a networkx graph, got {type(graph).__name__}")
+        kg = cls(dimension)
+        text_of = _node_text_getter(node_text)
+        relation_of = _edge_text_getter(edge_text)
+        ids: dict[Any, int] = {}
+        for node, attrs in graph.nodes(data=True):
+            text = text_of(node, attrs)
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"node {node!r} has no text; pass node_text= naming its text attribute")
+            chunks = list(node_chunks(node, attrs)) if node_chunks is not None else []
+            nid = kg.add_node(text)
+            if nid is None:
+                raise ValueError(f"node {node!r} has a text with no letters or digits: {text!r}")
+            for c in chunks:
+                kg.add_node(text, int(c))
+            ids[node] = nid
+        edges = graph.edges(data=True, keys=True) if graph.is_multigraph() else graph.edges(data=True)
+        for item in edges:
+            u, v, attrs = item[0], item[1], item[-1]
+            relation = relation_of(u, v, attrs)
+            chunk = edge_chunk(u, v, attrs) if edge_chunk is not None else None
+            if ids[u] == ids[v]:
+                continue
+            kg.edge_head.append(ids[u])
+            kg.edge_tail.append(ids[v])
+            kg.edge_relation.append(" ".join(str(relation).split()))
+            kg.edge_kind.append("graph")
+            kg.edge_chunk.append(_NO_CHUNK if chunk is None else int(chunk))
+            kg.edge_alive.append(True)
+        kg._changed()
+        return kg
+
+    # ------------------------------------------------------------------ persistence
+    def to_files(self, prefix: str = "kg.") -> dict[str, bytes]:
+        """The graph as named byte blobs for :func:`core.persist.save_index` (no pickle)."""
+        with self._lock:
+            nodes_index, edges_index = self.anchor_indexes(self._anchor_exact_below)
+            chunk_offsets = np.zeros(self.num_nodes + 1, dtype=np.int64)
+            chunk_offsets[1:] = np.cumsum([len(c) for c in self.node_chunks])
+            flat = np.asarray([r for rows in self.node_chunks for r in rows], dtype=np.int64)
+            return {
+                f"{prefix}graph.bin": self.graph.to_bytes(),
+                f"{prefix}nodes.json": json_to_bytes({"names": self.node_names}),
+                f"{prefix}node_chunk_offsets.npy": array_to_bytes(chunk_offsets),
+                f"{prefix}node_chunks.npy": array_to_bytes(flat),
+                f"{prefix}edges.json": json_to_bytes(
+                    {"relation": self.edge_relation, "kind": self.edge_kind}
+                ),
+                f"{prefix}edge_ends.npy": array_to_bytes(
+                    np.asarray([self.edge_head, self.edge_tail], dtype=np.int64).reshape(2, -1)
+                ),
+                f"{prefix}edge_chunk.npy": array_to_bytes(np.asarray(self.edge_chunk, dtype=np.int64)),
+                f"{prefix}edge_alive.npy": array_to_bytes(np.asarray(self.edge_alive, dtype=np.uint8)),
+                f"{prefix}node_embeddings.npy": array_to_bytes(self.node_matrix),
+                f"{prefix}edge_embeddings.npy": array_to_bytes(self.edge_matrix),
+                f"{prefix}anchor_exact_below.npy": array_to_bytes(
+                    np.asarray([self._anchor_exact_below], dtype=np.int64)
+                ),
+                **nodes_index.to_files(f"{prefix}anchor_nodes."),
+                **edges_index.to_files(f"{prefix}anchor_edges."),
+            }
+
+    @classmethod
+    def from_files(cls, files: Mapping[str, bytes], dimension: int, prefix: str = "kg.") -> KnowledgeGraph:
+        """Reads what :meth:`to_files` wrote, checking every size against the others.
+
+        Raises:
+            ValueError: Missing, malformed or mutually inconsistent files.
+        """
+        try:
+            graph = Graph.from_bytes(files[f"{prefix}graph.bin"])
+            names = [str(x) for x in json_from_bytes(files[f"{prefix}nodes.json"])["names"]]
+            offsets = array_from_bytes(files[f"{prefix}node_chunk_offsets.npy"], dtype=np.int64, ndim=1)
+            flat = array_from_bytes(files[f"{prefix}node_chunks.npy"], dtype=np.int64, ndim=1)
+            edges = json_from_bytes(files[f"{prefix}edges.json"])
+            relation = [str(x) for x in edges["relation"]]
+            kind = [str(x) for x in edges["kind"]]
+            ends = array_from_bytes(files[f"{prefix}edge_ends.npy"], dtype=np.int64, ndim=2)
+            chunk = array_from_bytes(files[f"{prefix}edge_chunk.npy"], dtype=np.int64, ndim=1)
+            alive = array_from_bytes(files[f"{prefix}edge_alive.npy"], dtype=np.uint8, ndim=1)
+            node_matrix = array_from_bytes(files[f"{prefix}node_embeddings.npy"], dtype=np.float32, ndim=2)
+            edge_matrix = array_from_bytes(files[f"{prefix}edge_embeddings.npy"], dtype=np.float32, ndim=2)
+        except KeyError as exc:
+            raise ValueError(f"the graph files are missing {exc}; rebuild the index") from exc
+        except (TypeError, AttributeError) as exc:
+            raise ValueError(f"the graph files are malformed ({exc}); rebuild the index") from exc
+        n, e = len(names), len(relation)
+        ok = (
+            offsets.shape == (n + 1,)
+            and offsets[0] == 0
+            and bool(np.all(np.diff(offsets) >= 0))
+            and offsets[-1] == flat.size
+            and len(kind) == e
+            and ends.shape == (2, e)
+            and chunk.shape == (e,)
+            and alive.shape == (e,)
+            and node_matrix.shape == (n, dimension)
+            and edge_matrix.shape == (e, dimension)
+            and (e == 0 or (int(ends.min()) >= 0 and int(ends.max()) < n))
+            and graph.num_nodes == n
+            and graph.num_edges == int(alive.astype(bool).sum())
+            and bool(np.isfinite(node_matrix).all())
+            and bool(np.isfinite(edge_matrix).all())
+            and (chunk.size == 0 or int(chunk.min()) >= _NO_CHUNK)
+            and (flat.size == 0 or int(flat.min()) >= 0)
+        )
+        if not ok:
+            raise ValueError(
+                "the graph files disagree with each other (sizes, ids or non-finite vectors); "
+                "rebuild the index"
+            )
+        kg = cls(dimension)
+        kg.node_names = names
+        kg._node_index = {}
+        for i, name in enumerate(names):
+            kg._node_index.setdefault(normalize_entity(name), i)
+        kg.node_chunks = [flat[offsets[i] : offsets[i + 1]].tolist() for i in range(n)]
+        kg.edge_head, kg.edge_tail = ends[0].tolist(), ends[1].tolist()
+        kg.edge_relation, kg.edge_kind = relation, kind
+        kg.edge_chunk = chunk.tolist()
+        kg.edge_alive = alive.astype(bool).tolist()
+        kg.node_matrix, kg.edge_matrix = node_matrix, edge_matrix
+        kg._ensure_graph()
+        kg._restore_anchor_indexes(files, prefix)
+        return kg
+
+    def _restore_anchor_indexes(self, files: Mapping[str, bytes], prefix: str) -> None:
+        """Adopts saved anchor indexes that list exactly this graph's rows (else rebuilds later)."""
+        nodes = ClusterIndex.from_files(
+            files, f"{prefix}anchor_nodes.", self.dimension, self.node_matrix.shape[0]
+        )
+        edges = ClusterIndex.from_files(
+            files, f"{prefix}anchor_edges.", self.dimension, self.edge_matrix.shape[0]
+        )
+        if nodes is None or edges is None:
+            return
+        if f"{prefix}anchor_exact_below.npy" not in files:
+            raise ValueError("the saved anchor indexes are incomplete; rebuild the index")
+        exact = array_from_bytes(files[f"{prefix}anchor_exact_below.npy"], dtype=np.int64, ndim=1)
+        relation = self._relation_edges()
+        if (
+            exact.shape != (1,)
+            or not np.array_equal(np.sort(nodes.rows), np.arange(self.node_matrix.shape[0]))
+            or not np.array_equal(np.sort(edges.rows), relation)
+        ):
+            raise ValueError("the saved anchor indexes do not match the graph; rebuild the index")
+        self._anchor_indexes = (nodes, edges)
+        self._anchor_exact_below = int(exact[0])
+
+    def memory_bytes(self) -> int:
+        """Approximate bytes held (vectors, graph, lists)."""
+        approx_lists = 64 * (self.num_nodes + len(self.edge_head))
+        indexes = sum(i.memory_bytes() for i in self._anchor_indexes or ())
+        return int(
+            self.node_matrix.nbytes
+            + self.edge_matrix.nbytes
+            + self.graph.memory_bytes()
+            + approx_lists
+            + indexes
+        )
+
+
+def _node_text_getter(spec: str | Callable[[Any, Mapping[str, Any]], str] | None) -> Callable[..., Any]:
+    if callable(spec):
+        return spec
+    if isinstance(spec, str):
+        return lambda node, attrs: attrs.get(spec)
+    keys = ("text", "name", "label", "title")
+    return lambda node, attrs: next((attrs[k] for k in keys if isinstance(attrs.get(k), str)), str(node))
+
+
+def _edge_text_getter(spec: str | Callable[[Any, Any, Mapping[str, Any]], str] | None) -> Callable[..., Any]:
+    if callable(spec):
+        return spec
+    if isinstance(spec, str):
+        return lambda u, v, attrs: str(attrs.get(spec, "related to"))
+    keys = ("relation", "label", "predicate", "type", "text")
+    return lambda u, v, attrs: next((str(attrs[k]) for k in keys if attrs.get(k) is not None), "related to")

