@@ -9,7 +9,7 @@ import numpy.typing as npt
 _Ints = Iterable[int] | npt.NDArray[np.integer]
 _Floats = Iterable[float] | npt.NDArray[np.floating] | npt.NDArray[np.integer]
 
-class _MergedIntervals(TypedDict):  # stub only: the runtime type is core.fusion.MergedIntervals
+class _MergedIntervals(TypedDict):  # stub only: the runtime type is core.native.fusion.MergedIntervals
     group: npt.NDArray[np.int64]
     start: npt.NDArray[np.int64]
     end: npt.NDArray[np.int64]
@@ -17,7 +17,7 @@ class _MergedIntervals(TypedDict):  # stub only: the runtime type is core.fusion
     best_index: npt.NDArray[np.int64]
     members: npt.NDArray[np.int64]
 
-class _BubbleResult(TypedDict):  # stub only: the runtime type is core.graph.BubbleResult
+class _BubbleResult(TypedDict):  # stub only: the runtime type is core.native.graph.BubbleResult
     node_offsets: npt.NDArray[np.int64]
     nodes: npt.NDArray[np.int64]
     edge_offsets: npt.NDArray[np.int64]

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from core.evaluation.suite import Suite
 
 __all__ = ["main"]
 
@@ -22,14 +25,19 @@ def _positive_ints(text: str) -> list[int]:
     return values
 
 
+def _write_out(path: str | None, text: str) -> None:
+    """Writes ``--out`` (when given) and says so."""
+    if path:
+        Path(path).write_text(text + "\n", encoding="utf-8")
+        print(f"\nwrote {path}")
+
+
 def _cmd_bench_filter(args: argparse.Namespace) -> int:
-    from core.filter_benchmark import format_table, rows_to_json, run_filter_benchmark
+    from core.evaluation.filter_benchmark import format_table, rows_to_json, run_filter_benchmark
 
     rows = run_filter_benchmark(args.sizes, seed=args.seed)
     print(format_table(rows))
-    if args.out:
-        Path(args.out).write_text(rows_to_json(rows) + "\n", encoding="utf-8")
-        print(f"\nwrote {args.out}")
+    _write_out(args.out, rows_to_json(rows))
     return 0
 
 
@@ -57,7 +65,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _cmd_bench_all(args: argparse.Namespace) -> int:
     import json
 
-    from core.comparison import run_comparison
+    from core.evaluation.comparison import run_comparison
 
     if args.splade or args.depths is not None:
         raise ValueError("--depths and --splade apply to --suite bridge / --suite umg only")
@@ -72,9 +80,7 @@ def _cmd_bench_all(args: argparse.Namespace) -> int:
     )
     print()
     print(result.report())
-    if args.out:
-        Path(args.out).write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
-        print(f"\nwrote {args.out}")
+    _write_out(args.out, json.dumps(result.to_json(), indent=2))
     if args.plot:
         result.plot(args.plot)
         print(f"wrote {args.plot}")
@@ -82,24 +88,30 @@ def _cmd_bench_all(args: argparse.Namespace) -> int:
     return 1 if result.failed else 0
 
 
+def _suite(args: argparse.Namespace) -> Suite:
+    """The per-strategy suite ``--suite`` names, configured by its flags."""
+    if args.suite == "umg":
+        from core.evaluation.umg_suite import umg_suite
+
+        return umg_suite(splade=args.splade)
+    if args.suite == "bubble":
+        from core.evaluation.bubble_suite import bubble_suite
+
+        return bubble_suite(grow_with=args.grow)
+    from core.evaluation.bridge_suite import bridge_suite
+
+    return bridge_suite([1, 2, 3] if args.depths is None else args.depths)
+
+
 def _cmd_bench_suite(args: argparse.Namespace) -> int:
     import json
 
     if args.grow is not None and args.suite != "bubble":
         raise ValueError("--grow applies to --suite bubble only")
-    if args.suite == "umg":
-        from core.umg_benchmark import run_umg_benchmark
+    from core.evaluation.runner import run_suite, suite_output
 
-        out = run_umg_benchmark(args.dataset, seed=args.seed, sample=args.sample, splade=args.splade)
-    elif args.suite == "bubble":
-        from core.bubble_benchmark import run_bubble_benchmark
-
-        out = run_bubble_benchmark(args.dataset, seed=args.seed, sample=args.sample, grow_with=args.grow)
-    else:
-        from core.bridge_benchmark import run_bridge_benchmark
-
-        depths = [1, 2, 3] if args.depths is None else args.depths
-        out = run_bridge_benchmark(args.dataset, depths=depths, seed=args.seed, sample=args.sample)
+    suite = _suite(args)
+    out = suite_output(run_suite(args.dataset, suite, seed=args.seed, sample=args.sample), suite)
     print(
         f"\n{out['dataset']}: {out['questions']} questions, {out['passages']:,} passages indexed "
         "one document "
@@ -107,14 +119,13 @@ def _cmd_bench_suite(args: argparse.Namespace) -> int:
     )
     print(out["table"])
     b = out["build"]
-    built = b.get("bridge_build_s", b.get("umg_build_s", b.get("bubble_build_s", 0.0)))
     print(
-        f"\nbuild: {args.suite} index {built:.1f} s; "
+        f"\nbuild: {args.suite} index {b[f'{args.suite}_build_s']:.1f} s; "
         f"embedding the corpus once {b['embed_corpus_once_s']:.1f} s; "
         f"ratio {b['build_over_embed']:.2f}x"
     )
     print("build steps (s): " + ", ".join(f"{k} {v:.1f}" for k, v in b["steps_s"].items()))
-    if "counts" in b:
+    if b.get("counts"):
         print("index: " + ", ".join(f"{k} {v:,}" for k, v in b["counts"].items()))
     if "graph" in out:
         g = out["graph"]
@@ -128,9 +139,7 @@ def _cmd_bench_suite(args: argparse.Namespace) -> int:
             f"{loc['small_p50_ms']:.1f} -> {loc['grown_p50_ms']:.1f} ms ({loc['p50_ratio']:.2f}x); "
             f"grown build {loc['grown_build_s']:.0f} s"
         )
-    if args.out:
-        Path(args.out).write_text(json.dumps({k: v for k, v in out.items() if k != "table"}, indent=2) + "\n")
-        print(f"\nwrote {args.out}")
+    _write_out(args.out, json.dumps({k: v for k, v in out.items() if k != "table"}, indent=2))
     return 0
 
 
@@ -149,19 +158,17 @@ def _positive_int(text: str) -> int:
 
 
 def _cmd_bench_scale(args: argparse.Namespace) -> int:
-    from core.scale_benchmark import run_scale_benchmark, to_json
+    from core.evaluation.scale import run_scale_benchmark, to_json
 
     out = run_scale_benchmark(args.chunks, queries=args.queries, seed=args.seed)
     print(f"\nBridge-RAG over synthetic corpora (seed {out['seed']}, embedder {out['embedder']})\n")
     print(out["report"])
-    if args.out:
-        Path(args.out).write_text(to_json(out) + "\n", encoding="utf-8")
-        print(f"\nwrote {args.out}")
+    _write_out(args.out, to_json(out))
     return 0
 
 
 def _cmd_bench_reliability(args: argparse.Namespace) -> int:
-    from core.reliability_benchmark import run_reliability_benchmark, to_json
+    from core.evaluation.reliability import run_reliability_benchmark, to_json
 
     out = run_reliability_benchmark(
         queries=args.queries,
@@ -171,10 +178,14 @@ def _cmd_bench_reliability(args: argparse.Namespace) -> int:
     )
     print()
     print(out["report"])
-    if args.out:
-        Path(args.out).write_text(to_json(out) + "\n", encoding="utf-8")
-        print(f"\nwrote {args.out}")
+    _write_out(args.out, to_json(out))
     return 0
+
+
+def _out_and_run(parser: argparse.ArgumentParser, func: Callable[[argparse.Namespace], int]) -> None:
+    """The benchmark's last option, ``--out``, and the function that runs it."""
+    parser.add_argument("--out", help="also write the figures as JSON to this file")
+    parser.set_defaults(func=func)
 
 
 def _add_scale_and_reliability(sub: Any) -> None:
@@ -188,8 +199,7 @@ def _add_scale_and_reliability(sub: Any) -> None:
     scale.add_argument("--chunks", type=_positive_int, default=100_000, help="corpus size (default 100,000)")
     scale.add_argument("--queries", type=_positive_int, default=200, help="questions timed (default 200)")
     scale.add_argument("--seed", type=int, default=0, help="seed of the corpus and questions (default 0)")
-    scale.add_argument("--out", help="also write the figures as JSON to this file")
-    scale.set_defaults(func=_cmd_bench_scale)
+    _out_and_run(scale, _cmd_bench_scale)
     rel = sub.add_parser(
         "bench-reliability",
         help="GIL scaling of the C++ batch lookups and RSS over 10,000 queries per strategy",
@@ -217,8 +227,7 @@ def _add_scale_and_reliability(sub: Any) -> None:
         help="run the embedding model for every query too (slow); by default each distinct query is "
         "embedded once",
     )
-    rel.add_argument("--out", help="also write the figures as JSON to this file")
-    rel.set_defaults(func=_cmd_bench_reliability)
+    _out_and_run(rel, _cmd_bench_reliability)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -239,8 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated entity counts",
     )
     bf.add_argument("--seed", type=int, default=0, help="seed for the synthetic entities (default 0)")
-    bf.add_argument("--out", help="also write the figures as JSON to this file")
-    bf.set_defaults(func=_cmd_bench_filter)
+    _out_and_run(bf, _cmd_bench_filter)
 
     demo = sub.add_parser(
         "demo",
@@ -296,8 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
         "BubbleRAG's p50 latency on the grown graph (the localisation check)",
     )
     bench.add_argument("--splade", action="store_true", help="umg suite: add the SPLADE expert (slow on CPU)")
-    bench.add_argument("--out", help="also write the figures as JSON to this file")
-    bench.set_defaults(func=_cmd_bench)
+    _out_and_run(bench, _cmd_bench)
     _add_scale_and_reliability(sub)
     return parser
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.demo_data import load_demo_corpus, load_demo_questions
+from core.data import load_demo_corpus, load_demo_questions
 from core.strategies.bridge import BridgeRAG
 
 __all__ = ["run_demo"]

@@ -249,8 +249,6 @@ def _load_sentence_transformer(model: Any, device: str) -> tuple[Any, str]:
     """Returns ``(SentenceTransformer, label)`` for a model object, name, path, or None."""
     if model is not None and not isinstance(model, (str, bytes, os.PathLike)):
         return model, _label_from_object(model)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
@@ -268,11 +266,12 @@ def _load_sentence_transformer(model: Any, device: str) -> tuple[Any, str]:
         source = os.fsdecode(model)
         label = _label_from_source(source)
     try:
-        loaded = SentenceTransformer(source, device=device)
+        # Local files only: nothing is ever downloaded, and no process-wide setting is changed.
+        loaded = SentenceTransformer(source, device=device, local_files_only=True)
     except OSError as exc:
         raise OSError(
-            f"could not load sentence-transformers model {source!r}; downloads are disabled "
-            f"(HF_HUB_OFFLINE=1), so pass a local path or an already cached model: {exc}"
+            f"could not load sentence-transformers model {source!r}; models are loaded from local "
+            f"files only, so pass a local path or an already cached model: {exc}"
         ) from exc
     return loaded, label
 

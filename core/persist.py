@@ -1,16 +1,69 @@
-"""Crash-safe file primitives: atomic writes (write, fsync, rename) and guarded reads.
+"""The one home of saving: crash-safe files and versioned, checksummed index directories.
 
-Every index file goes through :func:`atomic_write_bytes`, so a reader sees either the old
-file or the new one, never a torn write. Nothing here uses pickle.
+No pickle, ever. Every index file goes through :func:`atomic_write_bytes` (write, fsync,
+rename), so a reader sees either the old file or the new one, never a torn write.
+
+Layout::
+
+    DIR/CURRENT            names the active generation, e.g. "gen-000002" (atomically replaced)
+    DIR/gen-000001/        the previous save, kept as a fallback
+    DIR/gen-000002/        the current save: its files plus manifest.json
+
+A save writes a whole new generation into a temporary directory, fsyncs every file, renames
+the directory into place and only then points ``CURRENT`` at it, so a crash at any moment
+leaves the previous generation loadable. ``manifest.json`` records the index kind, its
+format version, and the size and SHA-256 of every file; loading checks all of them.
+
+This module assumes one writer per directory at a time; any number of readers may load
+while a save runs.
+
+Arrays are stored with ``np.save(..., allow_pickle=False)`` and everything else as JSON,
+so loading an index never executes code from the files it reads.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
+import math
 import os
+import re
 import secrets
+import shutil
+import tokenize
+import warnings
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-__all__ = ["atomic_write_bytes", "read_bytes"]
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "FORMAT",
+    "CorruptIndexError",
+    "array_from_bytes",
+    "array_to_bytes",
+    "atomic_write_bytes",
+    "json_from_bytes",
+    "json_to_bytes",
+    "load_index",
+    "read_bytes",
+    "save_index",
+]
+
+#: The ``format`` field of every manifest.
+FORMAT = "bridge-rag-index"
+
+CURRENT = "CURRENT"
+MANIFEST = "manifest.json"
+_GEN_RE = re.compile(r"gen-(\d{6,})")
+_TMP_RE = re.compile(r"gen-\d{6,}\.tmp-[0-9a-f]+")
+_SHA_RE = re.compile(r"[0-9a-f]{64}")
+_KEEP = 2  # generations kept after a save: the new one and the previous one
+_NPY_MAGIC = b"\x93NUMPY"
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -76,3 +129,426 @@ def read_bytes(path: str | os.PathLike[str], what: str = "file") -> bytes:
     if not p.is_file():
         raise FileNotFoundError(f"no {what} at {str(p)!r}")
     return p.read_bytes()
+
+
+class CorruptIndexError(ValueError):
+    """A generation is incomplete or damaged: a file is missing, truncated or altered."""
+
+
+# --------------------------------------------------------------------- byte helpers
+
+
+def array_to_bytes(a: npt.NDArray[Any]) -> bytes:
+    """Serialises an array in ``.npy`` format, without pickle.
+
+    Args:
+        a: A numeric (or fixed-width string) array.
+
+    Returns:
+        The ``.npy`` bytes.
+
+    Raises:
+        TypeError: ``a`` is not an ndarray.
+        ValueError: ``a`` holds Python objects, which would need pickle.
+    """
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"expected a numpy array, got {type(a).__name__}")
+    if a.dtype.hasobject:
+        raise ValueError("arrays of Python objects cannot be stored (they would need pickle)")
+    buffer = io.BytesIO()
+    np.save(buffer, a, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def array_from_bytes(
+    b: bytes | bytearray | memoryview, *, dtype: npt.DTypeLike | None = None, ndim: int | None = None
+) -> npt.NDArray[Any]:
+    """Reads an array written by :func:`array_to_bytes`, never unpickling anything.
+
+    Args:
+        b: ``.npy`` bytes.
+        dtype: The dtype the array must have, or None to accept any.
+        ndim: The number of dimensions it must have, or None to accept any.
+
+    Returns:
+        A new, writable array.
+
+    Raises:
+        ValueError: The bytes are not a complete ``.npy`` array, hold pickled objects, have
+            trailing data, or the dtype / ndim differ from the expected ones.
+    """
+    data = bytes(b)
+    if not data.startswith(_NPY_MAGIC):
+        raise ValueError("not a .npy array (bad magic bytes)")
+    buffer = io.BytesIO(data)
+    # The header is parsed here and the data length checked against it before anything is
+    # allocated, so a damaged header can neither raise an unexpected error nor ask for
+    # terabytes of memory.
+    try:
+        major_minor = np.lib.format.read_magic(buffer)
+        if major_minor == (1, 0):
+            shape, fortran_order, found = np.lib.format.read_array_header_1_0(buffer)
+        elif major_minor == (2, 0):
+            shape, fortran_order, found = np.lib.format.read_array_header_2_0(buffer)
+        else:
+            raise ValueError(f"unsupported .npy format version {major_minor}")
+    except (ValueError, OSError, EOFError, TypeError, SyntaxError, tokenize.TokenError, KeyError) as err:
+        raise ValueError(f"malformed .npy array: {err}") from err
+    if found.hasobject:
+        raise ValueError("malformed .npy array: it holds Python objects, which would need pickle")
+    if found.itemsize == 0:
+        raise ValueError(f"malformed .npy array: zero-size items (dtype {found})")
+    count = math.prod(shape)
+    expected, present = count * found.itemsize, len(data) - buffer.tell()
+    if present < expected:
+        raise ValueError(
+            f"malformed .npy array: truncated ({present} data bytes, the header announces {expected})"
+        )
+    if present > expected:
+        raise ValueError(f"malformed .npy array: {present - expected} trailing bytes")
+    flat = np.frombuffer(data, dtype=found, count=count, offset=buffer.tell())
+    array = flat.reshape(shape[::-1]).T if fortran_order else flat.reshape(shape)
+    if dtype is not None and array.dtype != np.dtype(dtype):
+        raise ValueError(f"expected an array of dtype {np.dtype(dtype)}, got {array.dtype}")
+    if ndim is not None and array.ndim != ndim:
+        raise ValueError(f"expected a {ndim}-D array, got shape {array.shape}")
+    if not array.flags.writeable:
+        array = array.copy()
+    return array
+
+
+def json_to_bytes(obj: Any) -> bytes:
+    """Serialises JSON data as UTF-8 with sorted keys (byte-identical for equal data).
+
+    Args:
+        obj: JSON-compatible data (dicts with str keys, lists, str, int, finite float, bool,
+            None).
+
+    Returns:
+        The UTF-8 bytes.
+
+    Raises:
+        TypeError: ``obj`` holds something JSON cannot represent.
+        ValueError: ``obj`` holds NaN or infinity, or a circular reference.
+    """
+    text = json.dumps(obj, sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return text.encode("utf-8")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def json_from_bytes(b: bytes | bytearray | memoryview) -> Any:
+    """Parses UTF-8 JSON written by :func:`json_to_bytes`.
+
+    Args:
+        b: The bytes.
+
+    Returns:
+        The decoded data.
+
+    Raises:
+        ValueError: The bytes are not valid UTF-8 or not valid (standard) JSON.
+    """
+    try:
+        return json.loads(bytes(b).decode("utf-8"), parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as err:
+        raise ValueError(f"malformed JSON: {err}") from err
+
+
+# --------------------------------------------------------------------- paths
+
+
+def _check_file_name(name: Any) -> str:
+    """Accepts only plain file names, so paths inside an index never resolve outside it."""
+    if (
+        not isinstance(name, str)
+        or name in {"", ".", "..", MANIFEST}
+        or "/" in name
+        or "\\" in name
+        or "\x00" in name
+        or os.path.isabs(name)
+    ):
+        raise ValueError(
+            f"invalid index file name {name!r}: use a plain name (no '/', '..', or {MANIFEST!r})"
+        )
+    return name
+
+
+def _generation_name(number: int) -> str:
+    return f"gen-{number:06d}"
+
+
+def _generations(root: Path) -> list[tuple[int, Path]]:
+    """Lists the committed generation directories, oldest first."""
+    found = []
+    for entry in root.iterdir():
+        match = _GEN_RE.fullmatch(entry.name)
+        if match is not None and entry.is_dir():
+            found.append((int(match.group(1)), entry))
+    return sorted(found)
+
+
+def _read_current(root: Path) -> str | None:
+    """Returns the generation CURRENT names, or None when it is missing or not a generation name."""
+    try:
+        text = (root / CURRENT).read_bytes().decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    return text if _GEN_RE.fullmatch(text) else None
+
+
+def _fsync_path(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - file systems without directory fsync
+        pass
+    finally:
+        os.close(fd)
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    real, base = os.path.realpath(path), os.path.realpath(directory)
+    return os.path.commonpath([real, base]) == base
+
+
+# --------------------------------------------------------------------- save
+
+
+def save_index(
+    path: str | os.PathLike[str],
+    files: Mapping[str, bytes],
+    manifest: Mapping[str, Any],
+    *,
+    kind: str,
+    version: int,
+) -> Path:
+    """Saves one generation of an index, atomically.
+
+    Steps: write every file into ``gen-N.tmp-<random>`` (fsync each), write and fsync
+    ``manifest.json``, rename the directory to ``gen-N``, fsync ``path``, atomically point
+    ``CURRENT`` at it, then delete generations other than the new one and the previous
+    current one (plus leftovers of crashed saves).
+
+    Args:
+        path: The index directory; created when missing.
+        files: File name (plain, no directories) to contents.
+        manifest: JSON-compatible metadata, returned as ``meta`` by :func:`load_index`.
+        kind: What the index is (e.g. ``"bridge"``); loading checks it.
+        version: The index format version; loading checks it.
+
+    Returns:
+        The new generation's directory.
+
+    Raises:
+        ValueError: A file name is not plain, ``kind`` is empty, or ``manifest`` holds NaN.
+        TypeError: A file's contents are not bytes, or ``manifest`` is not JSON-compatible.
+    """
+    if not isinstance(kind, str) or not kind:
+        raise ValueError("kind must be a non-empty string")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise TypeError(f"version must be an int, got {type(version).__name__}")
+    for name, data in files.items():
+        _check_file_name(name)
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError(f"contents of {name!r} must be bytes, got {type(data).__name__}")
+    meta = json_from_bytes(json_to_bytes(dict(manifest)))  # fails early on non-JSON data
+
+    root = Path(path)
+    root.mkdir(parents=True, exist_ok=True)
+    previous = _read_current(root)
+    existing = _generations(root)
+    number = (existing[-1][0] if existing else 0) + 1
+    final = root / _generation_name(number)
+    tmp = root / f"{final.name}.tmp-{secrets.token_hex(6)}"
+    tmp.mkdir()
+    try:
+        entries: dict[str, dict[str, Any]] = {}
+        for name, data in files.items():
+            blob = bytes(data)
+            with open(tmp / name, "xb") as fh:
+                fh.write(blob)
+                fh.flush()
+                os.fsync(fh.fileno())
+            entries[name] = {"sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)}
+        document = {
+            "format": FORMAT,
+            "kind": kind,
+            "version": version,
+            "created": datetime.now(UTC).isoformat(),
+            "files": entries,
+            "meta": meta,
+        }
+        with open(tmp / MANIFEST, "xb") as fh:
+            fh.write(json_to_bytes(document))
+            fh.flush()
+            os.fsync(fh.fileno())
+        _fsync_path(tmp)
+        os.rename(tmp, final)  # fails rather than merging if another writer made gen-N
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_path(root)
+    atomic_write_bytes(root / CURRENT, f"{final.name}\n".encode())
+    _prune(root, keep_current=final.name, keep_previous=previous)
+    return final
+
+
+def _prune(root: Path, *, keep_current: str, keep_previous: str | None) -> None:
+    """Deletes old generations and the debris of crashed saves."""
+    generations = [p for _, p in _generations(root)]
+    keep = {keep_current}
+    if keep_previous is not None and (root / keep_previous).is_dir():
+        keep.add(keep_previous)
+    for candidate in reversed(generations):  # without a usable previous one, keep the newest others
+        if len(keep) >= _KEEP:
+            break
+        keep.add(candidate.name)
+    for entry in root.iterdir():
+        stale_tmp = _TMP_RE.fullmatch(entry.name) is not None or entry.name.startswith(f".{CURRENT}.tmp-")
+        stale_gen = _GEN_RE.fullmatch(entry.name) is not None and entry.name not in keep
+        if stale_tmp or stale_gen:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------- load
+
+
+def _load_generation(
+    root: Path, generation: Path, *, kind: str, version: int
+) -> tuple[dict[str, Any], dict[str, bytes]]:
+    if generation.is_symlink() or not _inside(generation, root):
+        raise ValueError(f"{generation.name} resolves outside the index directory {str(root)!r}")
+    manifest_path = generation / MANIFEST
+    if manifest_path.is_symlink() or not manifest_path.is_file():
+        raise CorruptIndexError(f"{generation.name} has no {MANIFEST}; the save did not complete")
+    try:
+        document = json_from_bytes(manifest_path.read_bytes())
+    except (OSError, ValueError) as err:
+        raise CorruptIndexError(f"{generation.name}/{MANIFEST} is truncated or corrupted: {err}") from err
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise ValueError(
+            f"{str(generation)!r} is not a bridge-rag index ({MANIFEST} has no format {FORMAT!r})"
+        )
+    found_kind = document.get("kind")
+    if found_kind != kind:
+        raise ValueError(f"this directory holds a {found_kind} index, not {kind}")
+    found_version = document.get("version")
+    if found_version != version:
+        raise ValueError(
+            f"index format version {found_version} is not supported by this bridge-rag "
+            f"(reads version {version}); rebuild the index"
+        )
+    entries = document.get("files")
+    meta = document.get("meta")
+    if not isinstance(entries, dict) or not isinstance(meta, dict):
+        raise CorruptIndexError(
+            f"{generation.name}/{MANIFEST} is malformed: 'files' and 'meta' must be objects"
+        )
+
+    files: dict[str, bytes] = {}
+    for name, entry in entries.items():
+        _check_file_name(name)
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("sha256"), str)
+            or _SHA_RE.fullmatch(entry["sha256"]) is None
+            or isinstance(entry.get("bytes"), bool)
+            or not isinstance(entry.get("bytes"), int)
+        ):
+            raise CorruptIndexError(f"{generation.name}/{MANIFEST} has a malformed entry for {name!r}")
+        file_path = generation / name
+        if not _inside(file_path, generation):
+            raise ValueError(f"index file {name!r} is a link that points outside {str(generation)!r}")
+        if not file_path.is_file():
+            raise CorruptIndexError(f"index file {name!r} listed in {generation.name}/{MANIFEST} is missing")
+        try:
+            data = file_path.read_bytes()
+        except OSError as err:  # removed while we read it
+            raise CorruptIndexError(
+                f"index file {name!r} in {generation.name} could not be read: {err}"
+            ) from err
+        if len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            raise CorruptIndexError(
+                f"index file {name!r} in {generation.name} is truncated or corrupted "
+                f"({len(data)} bytes, expected {entry['bytes']} with the recorded SHA-256)"
+            )
+        files[name] = data
+    return meta, files
+
+
+def _load_newest(root: Path, *, kind: str, version: int) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """Loads the newest complete generation, skipping incomplete or damaged ones."""
+    first_error: CorruptIndexError | None = None
+    for _, generation in reversed(_generations(root)):
+        try:
+            return _load_generation(root, generation, kind=kind, version=version)
+        except CorruptIndexError as err:
+            first_error = first_error or err
+    if first_error is not None:
+        raise first_error
+    raise FileNotFoundError(
+        f"no saved index in {str(root)!r}; build one and save it there first "
+        "(e.g. BridgeRAG.from_documents(..., persist_directory=...) or `bridge-rag index`)"
+    )
+
+
+def load_index(
+    path: str | os.PathLike[str], *, kind: str, version: int
+) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """Loads the current generation of an index directory, checking every byte.
+
+    The generation named by ``CURRENT`` is loaded. When ``CURRENT`` is missing (a crash
+    before the first save completed it), the newest complete generation is used. When
+    ``CURRENT`` names a generation that does not exist (the directory was copied or edited
+    by hand), the newest complete generation is used too, with a ``RuntimeWarning``. A
+    damaged current generation is an error, not a reason to fall back silently.
+
+    Args:
+        path: The index directory.
+        kind: The expected index kind.
+        version: The format version this code reads.
+
+    Returns:
+        ``(meta, files)``: the ``manifest`` given to :func:`save_index` and the file contents.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist or holds no saved index.
+        ValueError: Wrong kind or version, a path that resolves outside the directory, or
+            a missing, truncated or corrupted file (:class:`CorruptIndexError`, which names
+            the file).
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise FileNotFoundError(
+            f"no index directory at {str(root)!r}; build an index and save it there first "
+            "(e.g. BridgeRAG.from_documents(..., persist_directory=...) or `bridge-rag index`)"
+        )
+    for attempt in range(3):
+        current = _read_current(root)
+        if current is None:
+            return _load_newest(root, kind=kind, version=version)
+        generation = root / current
+        if not generation.is_dir():
+            warnings.warn(
+                f"{CURRENT} in {str(root)!r} names {current}, which is missing; loading the newest "
+                "complete generation instead",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return _load_newest(root, kind=kind, version=version)
+        try:
+            return _load_generation(root, generation, kind=kind, version=version)
+        except CorruptIndexError:
+            # A concurrent save may have replaced and pruned this generation while we read it.
+            if attempt == 2 or _read_current(root) == current:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -222,6 +222,24 @@ def _batches(n: int, size: int) -> list[tuple[int, int]]:
     return [(start, min(start + size, n)) for start in range(0, n, size)]
 
 
+def _client_of(collection: Any) -> Any:
+    """A Chroma client over the same data as a wrapped collection (same settings, tenant, database).
+
+    In-process clients with the same settings share their system, and an HTTP client with the
+    same settings talks to the same server. None when the collection does not say.
+    """
+    api = getattr(collection, "_client", None)
+    if api is None or not hasattr(api, "get_settings"):
+        return None
+    from chromadb.api.client import Client
+
+    return Client(
+        tenant=getattr(collection, "tenant", "default_tenant"),
+        database=getattr(collection, "database", "default_database"),
+        settings=api.get_settings(),
+    )
+
+
 class ChunkStore:
     """Chunks, their metadata and embeddings in one Chroma collection.
 
@@ -380,6 +398,34 @@ class ChunkStore:
         chromadb, settings = _chromadb()
         client = chromadb.EphemeralClient(settings=settings)
         return cls._open(client, collection_name, create=True, hnsw=hnsw, location={"kind": "ephemeral"})
+
+    def sibling(self, collection_name: str, *, hnsw: Mapping[str, Any] | None = None) -> ChunkStore:
+        """Opens (or creates) another collection of the same Chroma client.
+
+        Strategies that store units of their own (UMG-RAG's sentence windows) over a
+        collection they were given keep them here, beside it, rather than in it.
+
+        Args:
+            collection_name: The other collection's name.
+            hnsw: HNSW settings merged over :data:`DEFAULT_HNSW` for a new collection.
+
+        Returns:
+            The store.
+
+        Raises:
+            ValueError: The name breaks Chroma's rules, or the store's client cannot be reached
+                (a wrapped collection without one).
+        """
+        _check_collection_name(collection_name)
+        client = self.client if self.client is not None else _client_of(self.collection)
+        if client is None:
+            raise ValueError(
+                f"cannot open a collection beside {self.name!r}: its Chroma client is unknown; "
+                "pass the store to write to explicitly"
+            )
+        store = ChunkStore._open(client, collection_name, create=True, hnsw=hnsw, location=self.location)
+        store.client = None  # the client belongs to this store (or to the caller), not to the sibling
+        return store
 
     # ----------------------------------------------------------------- description
 

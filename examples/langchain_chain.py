@@ -24,7 +24,7 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnablePassthrough
 
-from core.demo_data import load_demo_corpus, load_demo_questions
+from core.data import load_demo_corpus, load_demo_questions
 from langchain_bridge import BridgeRetriever
 
 MODEL_ENV = "BRIDGE_RAG_CHAT_MODEL"

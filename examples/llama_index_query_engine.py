@@ -22,7 +22,7 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeWithScore
 
-from core.demo_data import load_demo_corpus, load_demo_questions
+from core.data import load_demo_corpus, load_demo_questions
 from llama_index_bridge import BridgeRetriever
 
 

@@ -28,7 +28,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 
-from core.demo_data import load_demo_corpus, load_demo_questions
+from core.data import load_demo_corpus, load_demo_questions
 from core.embed import SentenceTransformerEmbedder
 from langchain_bridge import BridgeRetriever
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
@@ -10,40 +9,22 @@ from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import Field, model_validator
 
-from core.promotion import PromotionItem, promote_to_parents, texts_from_store
+from core.adapters import offset_or_none, promote, scores_or_ranks, texts_by_id, umg_store_of
+from core.strategies.umg.promotion import PromotionItem, texts_from_store
 
 __all__ = ["ParentPromotionCompressor"]
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _index(value: object) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value
 
 
 class ParentPromotionCompressor(BaseDocumentCompressor):
     """Parent promotion (UMGP) for any retriever: small hits become their parent windows.
 
-    Each retrieved document that covers at most ``fine_max_sentences`` sentences of its source
-    document is replaced by the window of ``parent_size`` sentences around it, and overlapping
-    or nested passages of one source document are merged (``mode="keep_best"`` keeps the best
-    one, ``"union"`` their union span); see :func:`core.promotion.promote_to_parents`. A
-    retrieved document is located through its metadata: ``doc_id_key`` names its source
-    document (a key of :attr:`texts`), ``start_key`` its character offset there (what
-    LangChain text splitters record with ``add_start_index=True``) and ``end_key`` its end
-    (default ``start + len(page_content)``). Documents that cannot be located pass through
-    unchanged.
-
-    Results are ordered by score: the documents' ``metadata[score_key]`` when every document
-    has a numeric one, else their rank. Every result's metadata gets ``promoted``,
-    ``merged_ids`` (the ids of the retrieved documents it stands for) and, when located,
-    ``start_index`` / ``end_index`` / ``sent_start`` / ``sent_end`` of the passage.
+    Documents covering at most ``fine_max_sentences`` sentences of their source are replaced by
+    the ``parent_size``-sentence window around them, and overlapping passages of one source are
+    merged (``mode``; see :func:`core.strategies.umg.promotion.promote_to_parents`). A document
+    is located by ``metadata[doc_id_key]`` (a key of :attr:`texts`) and ``metadata[start_key]``
+    (LangChain splitters' ``add_start_index=True``); others pass through unchanged. Results are
+    ordered by ``metadata[score_key]`` (rank when some is missing) and carry ``promoted``,
+    ``merged_ids`` and, when located, their offsets and sentence span.
 
     Setup:
         ```bash
@@ -131,17 +112,7 @@ class ParentPromotionCompressor(BaseDocumentCompressor):
             ValueError: A document has no id, or two different texts share one.
         """
         key = str(kwargs.get("doc_id_key", "doc_id"))
-        texts: dict[str, str] = {}
-        for i, doc in enumerate(documents):
-            raw = doc.metadata.get(key, doc.id)
-            if raw is None:
-                raise ValueError(
-                    f"document {i} has no id: set doc.id or metadata[{key!r}] (the key its chunks carry)"
-                )
-            doc_id = str(raw)
-            if doc_id in texts and texts[doc_id] != doc.page_content:
-                raise ValueError(f"two different documents have the id {doc_id!r}; ids must be unique")
-            texts[doc_id] = doc.page_content
+        texts = texts_by_id((doc.metadata.get(key, doc.id), doc.page_content) for doc in documents)
         return cls(texts=texts, **kwargs)
 
     @classmethod
@@ -149,7 +120,7 @@ class ParentPromotionCompressor(BaseDocumentCompressor):
         """Builds the compressor over the documents of a UMG-RAG index.
 
         The texts are rebuilt from the index's sentence-window units in Chroma (see
-        :func:`core.promotion.texts_from_store`), so no source documents are needed.
+        :func:`core.strategies.umg.promotion.texts_from_store`), so no source documents are needed.
 
         Args:
             strategy: A :class:`core.strategies.umg.UMGRAG` (or a retriever wrapping one).
@@ -158,18 +129,14 @@ class ParentPromotionCompressor(BaseDocumentCompressor):
         Returns:
             The compressor.
         """
-        strategy = getattr(strategy, "strategy", strategy)
-        store = getattr(strategy, "store", None)
-        if store is None:
-            raise TypeError(f"from_umg expects a UMGRAG strategy, got {type(strategy).__name__}")
-        return cls(texts=texts_from_store(store), **kwargs)
+        return cls(texts=texts_from_store(umg_store_of(strategy)), **kwargs)
 
     def _item(self, doc: Document, score: float) -> PromotionItem:
         meta = doc.metadata
         raw_id = meta.get(self.doc_id_key)
-        start = _index(meta.get(self.start_key))
+        start = offset_or_none(meta.get(self.start_key))
         if self.end_key in meta:
-            end = _index(meta[self.end_key])
+            end = offset_or_none(meta[self.end_key])
         else:
             end = None if start is None else start + len(doc.page_content)
         member_id = doc.id if doc.id is not None else meta.get("id")
@@ -197,25 +164,10 @@ class ParentPromotionCompressor(BaseDocumentCompressor):
             New documents, best first; the inputs are not modified.
         """
         docs = list(documents)
-        given = [_number(d.metadata.get(self.score_key)) for d in docs]
-        if all(s is not None and not math.isnan(s) for s in given):
-            scores = [float(s) for s in given if s is not None]
-        else:
-            scores = [float(len(docs) - i) for i in range(len(docs))]
-        promoted = promote_to_parents(
-            [self._item(d, s) for d, s in zip(docs, scores, strict=True)],
-            self.texts,
-            parent_size=self.parent_size,
-            stride=self.stride,
-            fine_max_sentences=self.fine_max_sentences,
-            mode=self.mode,
-        )
+        scores = scores_or_ranks([d.metadata.get(self.score_key) for d in docs])
+        items = [self._item(d, s) for d, s in zip(docs, scores, strict=True)]
         out: list[Document] = []
-        for p in promoted:
-            metadata = p.metadata
-            if p.start is not None and p.end is not None and p.sent_start is not None:
-                metadata[self.start_key] = p.start
-                metadata[self.end_key] = p.end
-            source = docs[p.index]
-            out.append(Document(page_content=p.text, metadata=metadata, id=p.id if p.promoted else source.id))
+        for p in promote(self, items, self.start_key, self.end_key):
+            doc_id = p.id if p.promoted else docs[p.index].id
+            out.append(Document(page_content=p.text, metadata=p.metadata, id=doc_id))
         return out

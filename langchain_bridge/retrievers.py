@@ -1,25 +1,43 @@
-"""A LangChain retriever over any bridge-rag :class:`~core.strategies.base.Strategy`.
+"""LangChain retrievers over any bridge-rag :class:`~core.strategies.base.Strategy`.
 
-:class:`StrategyRetriever` is the one generic adapter; a named retriever for a strategy
-(``BridgeRetriever`` and friends) is a short subclass that only builds the strategy.
+:class:`StrategyRetriever` is the one generic adapter: it writes the whole lifecycle once
+(``from_documents``, ``from_vectorstore``, ``load``, ``save``, ``add_documents``,
+``delete_documents``). A named retriever (:class:`BridgeRetriever`, :class:`UMGRetriever`,
+:class:`BubbleRetriever`) only declares its strategy and its own fields, plus a constructor
+where the strategy really has one of its own (``from_networkx``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Self
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from core.strategies.base import Strategy
+from core.adapters import check_strategy_type, chroma_collection, lift_option, split_fields
+from core.embed import LangChainEmbedder
+from core.store import ChunkStore
+from core.strategies.base import Strategy, check_doc_ids
+from core.strategies.bridge import BridgeRAG
+from core.strategies.bubble import BubbleRAG
+from core.strategies.umg import UMGRAG
 from core.types import Document as CoreDocument
 from core.types import Retrieved
 
-__all__ = ["StrategyRetriever", "from_langchain_document", "to_langchain_document"]
+__all__ = [
+    "BridgeRetriever",
+    "BubbleRetriever",
+    "StrategyRetriever",
+    "UMGRetriever",
+    "from_langchain_document",
+    "to_langchain_document",
+]
 
 #: Keyword arguments LangChain's ``invoke`` leaves in ``**kwargs`` for its own use; they are
 #: not search options and are never forwarded to the strategy.
@@ -66,29 +84,6 @@ def from_langchain_document(d: Document) -> CoreDocument:
     return CoreDocument(text=d.page_content, id=None if doc_id is None else str(doc_id), metadata=metadata)
 
 
-def lift_from_search_kwargs(data: Any, name: str) -> Any:
-    """Moves ``search_kwargs[name]`` to the field ``name`` in raw constructor data.
-
-    Lets users spell a retriever field the LangChain way (``search_kwargs={"k": 2}``).
-
-    Raises:
-        ValueError: The field and ``search_kwargs`` give different values.
-    """
-    if not isinstance(data, Mapping):
-        return data
-    search_kwargs = data.get("search_kwargs")
-    if not isinstance(search_kwargs, Mapping) or name not in search_kwargs:
-        return data
-    options = dict(search_kwargs)
-    value = options.pop(name)
-    if name in data and data[name] != value:
-        raise ValueError(
-            f"{name} is given twice with different values: "
-            f"{name}={data[name]!r}, search_kwargs[{name!r}]={value!r}"
-        )
-    return {**data, name: value, "search_kwargs": options}
-
-
 def _check_k_field(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"k must be an int >= 1, got {value!r} ({type(value).__name__})")
@@ -97,12 +92,32 @@ def _check_k_field(value: object) -> int:
     return value
 
 
-class StrategyRetriever(BaseRetriever):
-    r"""LangChain retriever over any bridge-rag strategy.
+def _embedder(embedding: Embeddings | None) -> Any:
+    return None if embedding is None else LangChainEmbedder(embedding)
 
-    Each call runs ``strategy.retrieve(query, k=k, **search_kwargs)`` and turns every result
-    into a :class:`~langchain_core.documents.Document` that keeps the strategy's provenance
-    metadata and adds ``"id"`` and ``"score"``.
+
+def _chroma_parts(vectorstore: Any) -> tuple[ChunkStore, Embeddings]:
+    """The collection and embedding function of a ``langchain_chroma.Chroma`` store.
+
+    Raises:
+        TypeError: ``vectorstore`` is not a Chroma store.
+        ValueError: The store has no embedding function.
+    """
+    collection = chroma_collection(vectorstore, "from_vectorstore expects a langchain_chroma.Chroma store")
+    embedding = getattr(vectorstore, "embeddings", None)
+    if embedding is None:
+        raise ValueError("the Chroma store has no embedding function; create it with embedding_function=...")
+    return ChunkStore(collection), embedding
+
+
+class StrategyRetriever(BaseRetriever):
+    """LangChain retriever over any bridge-rag strategy.
+
+    Each call runs ``strategy.retrieve(query, k=k, **options)`` and turns every result into a
+    :class:`~langchain_core.documents.Document` that keeps the strategy's provenance metadata
+    and adds ``"id"`` and ``"score"``. The options are, lowest precedence first: the named
+    retriever's own fields (``depth``, ``parent_promotion``, ... when not None), then
+    :attr:`search_kwargs`, then the keyword arguments given to ``invoke``.
 
     Setup:
         Install the LangChain extra:
@@ -113,7 +128,7 @@ class StrategyRetriever(BaseRetriever):
 
     Key init args:
         strategy: Strategy
-            The built core strategy to query (anything meeting ``core.strategies.Strategy``).
+            The built core strategy to query (anything meeting ``core.strategies.Searchable``).
         k: int
             Number of documents to return (default 4); ``invoke(query, k=n)`` overrides it.
         search_kwargs: dict[str, Any]
@@ -134,22 +149,19 @@ class StrategyRetriever(BaseRetriever):
         docs = await retriever.ainvoke("Which tower is in Paris?")
         print(docs[0].page_content, docs[0].metadata["score"])
         ```
-
-    Use within a chain:
-        ```python
-        from langchain_core.runnables import RunnableLambda
-
-        def format_docs(docs):
-            return "\n\n".join(doc.page_content for doc in docs)
-
-        context = (retriever | RunnableLambda(format_docs)).invoke("Which tower is in Paris?")
-        ```
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
+    #: The strategy the ``from_*`` constructors build (None: wrap a built one only).
+    strategy_cls: ClassVar[type[Strategy] | None] = None
+    #: Fields of a named retriever that are ``retrieve`` options (forwarded when not None).
+    option_fields: ClassVar[tuple[str, ...]] = ()
+    #: Option fields also given to the strategy's constructors, which save them as its default.
+    build_fields: ClassVar[tuple[str, ...]] = ()
+
     strategy: Any
-    """The core strategy results come from (meets ``core.strategies.Strategy``)."""
+    """The core strategy results come from (meets ``core.strategies.Searchable``)."""
 
     k: int = Field(default=4, description="Number of documents to return; overridable per call.")
     """Number of documents to return; ``invoke(query, k=n)`` overrides it for one call."""
@@ -159,22 +171,31 @@ class StrategyRetriever(BaseRetriever):
     )
     """Extra options forwarded to ``strategy.retrieve`` (e.g. ``depth``); per-call kwargs win.
 
-    ``{"k": n}`` is accepted as LangChain's usual spelling of ``k=n``."""
+    ``{"k": n}`` (and any option field, e.g. ``{"parent_promotion": True}``) is accepted as
+    LangChain's usual spelling of the field."""
 
     @model_validator(mode="before")
     @classmethod
-    def _move_k_out_of_search_kwargs(cls, data: Any) -> Any:
-        return lift_from_search_kwargs(data, "k")
+    def _move_fields_out_of_search_kwargs(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and isinstance(data.get("search_kwargs"), Mapping):
+            data, options = dict(data), dict(data["search_kwargs"])
+            for name in ("k", *cls.option_fields):
+                lift_option(data, options, name)
+            data["search_kwargs"] = options
+        return data
+
+    @model_validator(mode="after")
+    def _fill_defaults_from_strategy(self) -> Self:
+        defaults = getattr(self.strategy, "default_options", None) or {}
+        for name in self.option_fields:
+            if getattr(self, name) is None and defaults.get(name) is not None:
+                setattr(self, name, defaults[name])
+        return self
 
     @field_validator("strategy")
     @classmethod
     def _check_strategy(cls, value: Any) -> Any:
-        if not isinstance(value, Strategy):
-            raise ValueError(
-                "strategy must implement core.strategies.Strategy (name, default_k, retrieve, "
-                f"add_documents, delete_documents, save); got {type(value).__name__}"
-            )
-        return value
+        return check_strategy_type(cls.strategy_cls, value, ValueError)
 
     @field_validator("k", mode="before")
     @classmethod
@@ -198,17 +219,19 @@ class StrategyRetriever(BaseRetriever):
             query: The query string.
             run_manager: LangChain's callback manager for this run.
             **kwargs: Per-call options: ``k`` overrides :attr:`k` (``None`` keeps it); the rest
-                override :attr:`search_kwargs`.
+                override the option fields and :attr:`search_kwargs` (``None`` keeps them).
 
         Returns:
             The strategy's results as LangChain documents, best first.
         """
-        options = {**self.search_kwargs, **kwargs}
+        options = {
+            name: getattr(self, name) for name in self.option_fields if getattr(self, name) is not None
+        }
+        options.update(self.search_kwargs)
+        options.update({key: value for key, value in kwargs.items() if value is not None})
         for name in _LANGCHAIN_KWARGS:
             options.pop(name, None)
-        k = options.pop("k", None)
-        if k is None:
-            k = self.k
+        k = options.pop("k", self.k)
         results: list[Retrieved] = self.strategy.retrieve(query, k=k, **options)
         return [to_langchain_document(r) for r in results]
 
@@ -228,3 +251,332 @@ class StrategyRetriever(BaseRetriever):
         return await asyncio.to_thread(
             self._get_relevant_documents, query, run_manager=run_manager.get_sync(), **kwargs
         )
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def _strategy_type(cls) -> type[Strategy]:
+        if cls.strategy_cls is None:
+            raise TypeError(
+                f"{cls.__name__} declares no strategy; build one yourself and pass it as strategy=..."
+            )
+        return cls.strategy_cls
+
+    @classmethod
+    def _split(cls, settings: dict[str, Any], *, build: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``settings`` as (retriever fields, strategy settings); a build shares its build fields."""
+        return split_fields(settings, cls.option_fields, cls.build_fields if build else ())
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Iterable[Document],
+        *,
+        embedding: Embeddings | None = None,
+        persist_directory: str | os.PathLike[str] | None = None,
+        collection_name: str | None = None,
+        k: int = 4,
+        search_kwargs: dict[str, Any] | None = None,
+        llm: Any = None,
+        show_progress: bool = True,
+        **settings: Any,
+    ) -> Self:
+        """Indexes LangChain documents in Chroma and builds the strategy's structures.
+
+        Args:
+            documents: The documents; ``doc.id`` (or ``metadata["id"]``) is the document id.
+            embedding: A LangChain ``Embeddings``; default all-MiniLM-L6-v2 (offline).
+            persist_directory: Keep Chroma's data and the index here (reopen with :meth:`load`).
+            collection_name: Chroma collection name (default: the strategy's).
+            k: Number of results.
+            search_kwargs: Default options for every query.
+            llm: Optional chat model / LLM, for the strategies that use one.
+            show_progress: Show progress bars while building.
+            **settings: The retriever's own fields, and the strategy's config fields (and
+                constructor options such as UMG's ``splade``).
+
+        Returns:
+            The retriever.
+        """
+        fields, settings = cls._split(settings)
+        if collection_name is not None:
+            settings["collection_name"] = collection_name
+        strategy = cls._strategy_type().from_documents(
+            [from_langchain_document(d) for d in documents],
+            embedder=_embedder(embedding),
+            persist_directory=persist_directory,
+            llm=llm,
+            show_progress=show_progress,
+            **settings,
+        )
+        return cls(strategy=strategy, k=k, search_kwargs=search_kwargs or {}, **fields)
+
+    @classmethod
+    def from_vectorstore(
+        cls,
+        vectorstore: Any,
+        *,
+        k: int = 4,
+        search_kwargs: dict[str, Any] | None = None,
+        llm: Any = None,
+        show_progress: bool = True,
+        **settings: Any,
+    ) -> Self:
+        """The one-line swap: builds the strategy over a ``langchain_chroma.Chroma`` store's documents.
+
+        Nothing stored is re-embedded: the stored chunks and vectors are read, and queries go
+        through the store's own embedding function (UMG-RAG embeds only its new sentence
+        windows, which it keeps in a collection beside the store's).
+
+        Args:
+            vectorstore: A ``langchain_chroma.Chroma`` with an embedding function.
+            k: Number of results.
+            search_kwargs: Default query options.
+            llm: Optional LLM, for the strategies that use one.
+            show_progress: Show progress bars.
+            **settings: The retriever's own fields and the strategy's config fields.
+
+        Returns:
+            The retriever.
+
+        Raises:
+            TypeError: ``vectorstore`` is not a Chroma store.
+            ValueError: The store has no embedding function, or is empty.
+        """
+        fields, settings = cls._split(settings)
+        store, embedding = _chroma_parts(vectorstore)
+        strategy = cls._strategy_type().from_store(
+            store, embedder=LangChainEmbedder(embedding), llm=llm, show_progress=show_progress, **settings
+        )
+        return cls(strategy=strategy, k=k, search_kwargs=search_kwargs or {}, **fields)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        embedding: Embeddings | None = None,
+        k: int = 4,
+        search_kwargs: dict[str, Any] | None = None,
+        store: ChunkStore | None = None,
+        **options: Any,
+    ) -> Self:
+        """Reopens an index saved with ``persist_directory`` or :meth:`save` (nothing re-embedded).
+
+        Args:
+            path: The index directory.
+            embedding: The embeddings the index was built with (default all-MiniLM-L6-v2).
+            k: Number of results.
+            search_kwargs: Default query options.
+            store: The Chroma collection, when it is not the embedded one under ``path``.
+            **options: The retriever's own fields (None: the index's saved default), and the
+                strategy's load options (``llm``, UMG's ``splade``).
+
+        Returns:
+            The retriever.
+        """
+        fields, options = cls._split(options, build=False)
+        strategy = cls._strategy_type().load(path, embedder=_embedder(embedding), store=store, **options)
+        return cls(strategy=strategy, k=k, search_kwargs=search_kwargs or {}, **fields)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Saves the strategy's structures atomically (Chroma keeps the chunks)."""
+        self.strategy.save(path)
+
+    def add_documents(self, documents: Sequence[Document]) -> list[str]:
+        """Indexes more LangChain documents without a rebuild; returns their document ids."""
+        ids: list[str] = self.strategy.add_documents([from_langchain_document(d) for d in documents])
+        return ids
+
+    def delete_documents(self, ids: Sequence[str]) -> int:
+        """Removes documents by id; returns how many chunks (or units) were removed.
+
+        Raises:
+            TypeError: ``ids`` is a single string (wrap it in a list).
+        """
+        removed: int = self.strategy.delete_documents(check_doc_ids(ids))
+        return removed
+
+
+class BridgeRetriever(StrategyRetriever):
+    """Bridge-RAG retriever: entity -> abstract -> chunk retrieval over a Chroma collection.
+
+    Setup:
+        ```bash
+        pip install torch==2.13.0 && pip install 'bridge-rag[langchain,models]'
+        ```
+
+    Key init args:
+        k: int
+            Number of chunks to return (also accepted at invoke time: ``invoke(q, k=2)``).
+        depth: int | None
+            Expansion depth d (None: the index's, 2 by default).
+        include_abstracts: bool
+            Also return abstract summaries as extra context documents, after the chunks.
+
+    Instantiate:
+        ```python
+        from langchain_bridge import BridgeRetriever
+
+        retriever = BridgeRetriever.from_vectorstore(vectorstore, k=4)  # the one-line swap
+        retriever = BridgeRetriever.from_documents(docs, persist_directory="./bridge_index")
+        retriever = BridgeRetriever.load("./bridge_index")
+        ```
+
+    Usage:
+        ```python
+        docs = retriever.invoke("Who directed the institute founded by Oskar Halden?")
+        docs[0].metadata["matched_entities"], docs[0].metadata["depth"]
+        ```
+    """
+
+    strategy_cls: ClassVar[type[Strategy] | None] = BridgeRAG
+    option_fields: ClassVar[tuple[str, ...]] = ("depth", "include_abstracts")
+    build_fields: ClassVar[tuple[str, ...]] = ("depth",)
+
+    depth: int | None = Field(default=None, ge=0, description="Expansion depth d; None: the index's.")
+    """Levels up and down the abstract forest to expand (``invoke(q, depth=...)`` overrides it)."""
+    include_abstracts: bool | None = Field(
+        default=None, description="Also return the summaries of the abstracts the chunks came through."
+    )
+    """Return the abstracts' summaries after the chunks, as context documents."""
+
+
+class UMGRetriever(StrategyRetriever):
+    """UMG-RAG / UMGP-RAG retriever: uncertainty-weighted dense + sparse fusion over granularities.
+
+    Documents become overlapping windows of 2, 4, 8, 16 and 32 sentences; dense embeddings,
+    BM25 and optionally SPLADE score every size, each list weighted by the entropy of its score
+    distribution. ``parent_promotion=True`` (UMGP-RAG) promotes fine hits to their parent
+    windows and removes overlapping passages of a document.
+
+    Setup:
+        ```bash
+        pip install torch==2.13.0 && pip install "bridge-rag[langchain,models,sparse]"
+        ```
+
+    Key init args:
+        k: int
+            Number of passages to return (``invoke(q, k=2)`` overrides it).
+        parent_promotion: bool | None
+            UMGP instead of UMG (None: the index's default, saved at build time).
+
+    Instantiate:
+        ```python
+        from langchain_bridge import UMGRetriever
+
+        retriever = UMGRetriever.from_vectorstore(vectorstore, parent_promotion=True)  # one line
+        retriever = UMGRetriever.from_documents(docs, persist_directory="./umg_index", splade=True)
+        retriever = UMGRetriever.load("./umg_index")
+        ```
+
+    Usage:
+        ```python
+        docs = retriever.invoke("Who built the telescope at the observatory?")
+        docs[0].metadata["granularity"], docs[0].metadata["confidences"]
+        ```
+    """
+
+    strategy_cls: ClassVar[type[Strategy] | None] = UMGRAG
+    option_fields: ClassVar[tuple[str, ...]] = ("parent_promotion",)
+    build_fields: ClassVar[tuple[str, ...]] = ("parent_promotion",)
+
+    parent_promotion: bool | None = Field(
+        default=None, description="UMGP (parent promotion) instead of UMG; None: the index's default."
+    )
+    """UMGP (promote fine hits to parent windows, de-duplicate) instead of plain UMG."""
+
+    @field_validator("parent_promotion", mode="before")
+    @classmethod
+    def _check_bool(cls, value: object) -> bool | None:
+        if value is not None and not isinstance(value, bool):
+            raise ValueError(f"parent_promotion must be a bool, got {value!r} ({type(value).__name__})")
+        return value
+
+
+class BubbleRetriever(StrategyRetriever):
+    """BubbleRAG retriever: evidence subgraphs of a knowledge graph, mapped back to their chunks.
+
+    The graph comes from the documents (spaCy triples offline, an LLM's with ``llm=``) or from
+    any networkx graph. A query's concepts anchor groups of nodes and edges; a multi-source
+    "bubble" expansion in C++ fuses low-cost paths between them into candidate evidence
+    graphs, ranked by semantic cost plus a penalty for uncovered concepts.
+
+    Setup:
+        ```bash
+        pip install torch==2.13.0 && pip install 'bridge-rag[langchain,models]'
+        ```
+
+    Key init args:
+        k: int
+            Number of chunks to return (``invoke(q, k=2)`` overrides it).
+        include_triples: bool
+            Also return the evidence graphs' triples as one extra document.
+
+    Instantiate:
+        ```python
+        from langchain_bridge import BubbleRetriever
+
+        retriever = BubbleRetriever.from_vectorstore(chroma_store)  # the one-line swap
+        retriever = BubbleRetriever.from_documents(docs, persist_directory="./bubble_index")
+        retriever = BubbleRetriever.from_networkx(graph)  # an existing graph
+        ```
+
+    Usage:
+        ```python
+        docs = retriever.invoke("Who married the founder of the observatory?")
+        docs[0].metadata["evidence_triples"], docs[0].metadata["covered_concepts"]
+        ```
+    """
+
+    strategy_cls: ClassVar[type[Strategy] | None] = BubbleRAG
+    option_fields: ClassVar[tuple[str, ...]] = ("include_triples",)
+
+    include_triples: bool | None = Field(
+        default=None, description="Also return the evidence graphs' triples as one extra document."
+    )
+    """Append the serialised triples of the kept evidence graphs (type ``evidence_graph``)."""
+
+    @classmethod
+    def from_networkx(
+        cls,
+        graph: Any,
+        *,
+        embedding: Embeddings | None = None,
+        documents: Sequence[Document] | None = None,
+        k: int = 4,
+        search_kwargs: dict[str, Any] | None = None,
+        llm: Any = None,
+        show_progress: bool = True,
+        **graph_options: Any,
+    ) -> Self:
+        """Retrieves over an existing networkx graph (no schema assumed).
+
+        Args:
+            graph: A networkx graph whose nodes and edges carry text.
+            embedding: A LangChain ``Embeddings``; default all-MiniLM-L6-v2.
+            documents: Optional source documents that a ``chunk`` node/edge attribute points to;
+                without them each result is one evidence graph, its triples as the text.
+            k: Number of results.
+            search_kwargs: Default query options.
+            llm: Optional LLM for concepts and expansion.
+            show_progress: Show progress bars.
+            **graph_options: ``include_triples``, ``node_text``, ``edge_text``,
+                ``chunk_attribute`` and :class:`core.strategies.bubble.BubbleConfig` fields.
+
+        Returns:
+            The retriever.
+        """
+        fields, graph_options = cls._split(graph_options)
+        strategy = BubbleRAG.from_networkx(
+            graph,
+            embedder=_embedder(embedding),
+            documents=None if documents is None else [from_langchain_document(d) for d in documents],
+            llm=llm,
+            show_progress=show_progress,
+            **graph_options,
+        )
+        return cls(strategy=strategy, k=k, search_kwargs=search_kwargs or {}, **fields)
+
+    def to_networkx(self) -> Any:
+        """The knowledge graph as a ``networkx.MultiGraph``."""
+        return self.strategy.to_networkx()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -18,38 +17,25 @@ from llama_index.core.schema import (
 )
 from pydantic import Field, model_validator
 
-from core.promotion import Promoted, PromotionItem, promote_to_parents, texts_from_store
+from core.adapters import offset_or_none, promote, scores_or_ranks, texts_by_id, umg_store_of
+from core.strategies.umg.promotion import Promoted, PromotionItem, texts_from_store
 
 __all__ = ["ParentPromotionPostprocessor"]
-
-
-def _index(value: object) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value
 
 
 class ParentPromotionPostprocessor(BaseNodePostprocessor):
     """Parent promotion (UMGP) for any retriever: small nodes become their parent windows.
 
-    Each retrieved node that covers at most ``fine_max_sentences`` sentences of its source
-    document is replaced by the window of ``parent_size`` sentences around it, and
-    overlapping or nested passages of one document are merged (``mode="keep_best"`` keeps the
-    best one, ``"union"`` their union span); see :func:`core.promotion.promote_to_parents`.
-    A node is located by its source document id (``metadata[doc_id_key]``, else
-    ``node.ref_doc_id``) and its character offsets (``metadata[start_key]`` /
-    ``metadata[end_key]``, else ``node.start_char_idx`` / ``node.end_char_idx``, which
-    LlamaIndex's node parsers set). Nodes that cannot be located pass through unchanged.
-
-    Unlike LlamaIndex's ``AutoMergingRetriever``, no docstore of parent nodes is needed: the
-    parents are cut from the source texts, so this works behind a plain
-    ``VectorStoreIndex`` over a ``ChromaVectorStore`` (where the docstore stays empty).
-
-    Results are ordered by score (rank when some node has none). A promoted node is a new
-    ``TextNode`` with id ``"{doc_id}::s{first}-{last}"``, the parent's text and offsets, the
-    best member's metadata and its ``SOURCE`` relationship. Every result's metadata gets
-    ``promoted`` and ``merged_ids`` (and, when located, ``start_index``/``end_index``/
-    ``sent_start``/``sent_end``), kept out of the LLM and embedding views.
+    Nodes covering at most ``fine_max_sentences`` sentences of their source are replaced by the
+    ``parent_size``-sentence window around them, and overlapping passages of one document are
+    merged (``mode``; see :func:`core.strategies.umg.promotion.promote_to_parents`). A node is
+    located by ``metadata[doc_id_key]`` (else ``ref_doc_id``) and ``metadata[start_key]`` /
+    ``[end_key]`` (else ``start_char_idx`` / ``end_char_idx``); others pass through unchanged.
+    No docstore of parent nodes is needed (unlike ``AutoMergingRetriever``): parents are cut
+    from the source texts, so this works behind a ``VectorStoreIndex`` over Chroma. Results are
+    ordered by score (rank when some is missing); a promoted node is a new ``TextNode``
+    ``"{doc_id}::s{first}-{last}"`` with the best member's metadata and ``SOURCE``; every
+    result gets ``promoted`` and ``merged_ids`` (and offsets), kept out of the LLM's view.
 
     Setup:
         ```bash
@@ -112,13 +98,10 @@ class ParentPromotionPostprocessor(BaseNodePostprocessor):
             ValueError: Two different texts share an id.
         """
         key = str(kwargs.get("doc_id_key", "doc_id"))
-        texts: dict[str, str] = {}
-        for doc in documents:
-            doc_id = str(doc.metadata.get(key, doc.id_))
-            text = doc.get_content(metadata_mode=MetadataMode.NONE)
-            if doc_id in texts and texts[doc_id] != text:
-                raise ValueError(f"two different documents have the id {doc_id!r}; ids must be unique")
-            texts[doc_id] = text
+        texts = texts_by_id(
+            (doc.metadata.get(key, doc.id_), doc.get_content(metadata_mode=MetadataMode.NONE))
+            for doc in documents
+        )
         return cls(texts=texts, **kwargs)
 
     @classmethod
@@ -126,7 +109,7 @@ class ParentPromotionPostprocessor(BaseNodePostprocessor):
         """Builds the postprocessor over the documents of a UMG-RAG index.
 
         The texts are rebuilt from the index's sentence-window units in Chroma (see
-        :func:`core.promotion.texts_from_store`).
+        :func:`core.strategies.umg.promotion.texts_from_store`).
 
         Args:
             strategy: A :class:`core.strategies.umg.UMGRAG` (or a retriever wrapping one).
@@ -138,18 +121,14 @@ class ParentPromotionPostprocessor(BaseNodePostprocessor):
         Raises:
             TypeError: ``strategy`` has no Chroma store.
         """
-        strategy = getattr(strategy, "strategy", strategy)
-        store = getattr(strategy, "store", None)
-        if store is None:
-            raise TypeError(f"from_umg expects a UMGRAG strategy, got {type(strategy).__name__}")
-        return cls(texts=texts_from_store(store), **kwargs)
+        return cls(texts=texts_from_store(umg_store_of(strategy)), **kwargs)
 
     def _item(self, nws: NodeWithScore, score: float) -> PromotionItem:
         node = nws.node
         meta = node.metadata
         raw_id = meta.get(self.doc_id_key, node.ref_doc_id)
         if self.start_key in meta:
-            start, end = _index(meta.get(self.start_key)), _index(meta.get(self.end_key))
+            start, end = offset_or_none(meta.get(self.start_key)), offset_or_none(meta.get(self.end_key))
         elif isinstance(node, TextNode):
             start, end = node.start_char_idx, node.end_char_idx
         else:
@@ -176,18 +155,9 @@ class ParentPromotionPostprocessor(BaseNodePostprocessor):
         Returns:
             New scored nodes, best first; the inputs are not modified.
         """
-        given = [n.score for n in nodes]
-        if all(s is not None and math.isfinite(s) for s in given):
-            scores = [float(s) for s in given if s is not None]
-        else:
-            scores = [float(len(nodes) - i) for i in range(len(nodes))]
-        promoted = promote_to_parents(
-            [self._item(n, s) for n, s in zip(nodes, scores, strict=True)],
-            self.texts,
-            parent_size=self.parent_size,
-            stride=self.stride,
-            fine_max_sentences=self.fine_max_sentences,
-            mode=self.mode,
+        scores = scores_or_ranks([n.score for n in nodes])
+        promoted = promote(
+            self, [self._item(n, s) for n, s in zip(nodes, scores, strict=True)], self.start_key, self.end_key
         )
         return [
             NodeWithScore(node=self._node(p, nodes[p.index].node), score=nodes[p.index].score)
@@ -197,9 +167,6 @@ class ParentPromotionPostprocessor(BaseNodePostprocessor):
     def _node(self, p: Promoted, source: BaseNode) -> BaseNode:
         """The output node of one passage (a modified copy of its best member)."""
         metadata = dict(p.metadata)
-        if p.sent_start is not None and p.start is not None and p.end is not None:
-            metadata[self.start_key] = p.start
-            metadata[self.end_key] = p.end
         added = [key for key in metadata if key not in source.metadata or key in ("promoted", "merged_ids")]
         update: dict[str, Any] = {
             "metadata": metadata,

@@ -1,15 +1,18 @@
-"""A LlamaIndex retriever over any bridge-rag :class:`~core.strategies.base.Strategy`.
+"""LlamaIndex retrievers over any bridge-rag :class:`~core.strategies.base.Strategy`.
 
-:class:`StrategyRetriever` is the one generic adapter; a named retriever for a strategy
-(``BridgeRetriever`` and friends) is a short subclass that only builds the strategy.
+:class:`StrategyRetriever` is the one generic adapter: it writes the whole lifecycle once
+(``from_defaults``, ``from_vector_store``, ``from_persist_dir``, ``persist``, ``insert``,
+``delete_ref_doc``). A named retriever (:class:`BridgeRetriever`, :class:`UMGRetriever`,
+:class:`BubbleRetriever`) only declares its strategy and its own fields, plus a constructor
+where the strategy really has one of its own (``from_networkx``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
-from collections.abc import Collection, Mapping
-from typing import Any
+import os
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, ClassVar, Self
 
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
@@ -24,71 +27,33 @@ from llama_index.core.schema import (
     TextNode,
 )
 
-from core.strategies.base import Strategy, check_k
+from core.adapters import check_option, check_strategy_type, chroma_collection, lift_option, split_fields
+from core.embed import LlamaIndexEmbedder
+from core.store import ChunkStore
+from core.strategies.base import COMMON_PROVENANCE_KEYS, Searchable, Strategy, check_k
+from core.strategies.bridge import BridgeRAG
+from core.strategies.bubble import BubbleRAG
+from core.strategies.common import jsonable
+from core.strategies.umg import UMGRAG
 from core.types import Document as CoreDocument
 from core.types import Retrieved
 
-__all__ = ["StrategyRetriever", "from_llama_document", "to_node_with_score"]
+__all__ = [
+    "BridgeRetriever",
+    "BubbleRetriever",
+    "StrategyRetriever",
+    "UMGRetriever",
+    "from_llama_document",
+    "to_node_with_score",
+]
 
 
-def _jsonable(value: Any) -> Any:
-    """Returns ``value`` as plain JSON data (str/int/float/bool/None, lists, str-keyed dicts).
-
-    NumPy scalars and arrays become Python numbers and lists, tuples and sets become lists
-    (sets sorted when their items allow it), non-finite floats become None, and anything else
-    becomes its ``str``.
-    """
-    if value is None or isinstance(value, str | bool | int):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(key): _jsonable(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(item) for item in value]
-    if isinstance(value, set | frozenset):
-        items = [_jsonable(item) for item in value]
-        try:
-            return sorted(items)
-        except TypeError:
-            return sorted(items, key=repr)
-    tolist = getattr(value, "tolist", None)  # numpy scalars and arrays, without importing numpy
-    if callable(tolist) and hasattr(value, "dtype"):
-        return _jsonable(tolist())
-    return str(value)
-
-
-#: Provenance keys the strategies add to every result; kept in ``node.metadata`` but out of
-#: the prompt by default.
-PROVENANCE_KEYS = frozenset(
-    {
-        "strategy",
-        "score",
-        "cosine",
-        "entity_score",
-        "bridge_score",
-        "tree_score",
-        "matched_entities",
-        "abstract_id",
-        "abstract_level",
-        "depth",
-        "found_by",
-        "fallback",
-        "chunk_order",
-        "start_index",
-        "end_index",
-        "sent_start",
-        "sent_end",
-        "granularity",
-        "granularities",
-        "expert_scores",
-        "confidences",
-        "promoted",
-    }
-)
-
-
-def to_node_with_score(r: Retrieved, *, hidden_metadata_keys: Collection[str] | None = None) -> NodeWithScore:
+def to_node_with_score(
+    r: Retrieved,
+    *,
+    hidden_metadata_keys: Collection[str] | None = None,
+    provenance_keys: Collection[str] = COMMON_PROVENANCE_KEYS,
+) -> NodeWithScore:
     """Converts a core retrieval result into a LlamaIndex node with its score.
 
     The node's metadata is the result's metadata made JSON-friendly (see below), so nodes can be
@@ -98,19 +63,21 @@ def to_node_with_score(r: Retrieved, *, hidden_metadata_keys: Collection[str] | 
     Args:
         r: The result.
         hidden_metadata_keys: Metadata keys to keep out of the text the LLM and embedders see
-            (they stay in ``node.metadata``). None hides the strategies' provenance
-            (:data:`PROVENANCE_KEYS`), private keys starting with ``_`` (LlamaIndex's own
-            ``_node_content``) and every structured (dict or list) value: noise in a prompt.
+            (they stay in ``node.metadata``). None hides ``provenance_keys``, private keys
+            starting with ``_`` (LlamaIndex's own ``_node_content``) and every structured
+            (dict or list) value: noise in a prompt.
+        provenance_keys: The provenance keys of the strategy the result came from (its
+            ``provenance_keys``); default the keys every strategy writes.
 
     Returns:
         ``NodeWithScore(node=TextNode(text=r.text, id_=r.id, metadata=...), score=r.score)``.
     """
-    metadata: dict[str, Any] = _jsonable(r.metadata)
+    metadata: dict[str, Any] = jsonable(r.metadata)
     if hidden_metadata_keys is None:
         hidden = [
             key
             for key, value in metadata.items()
-            if isinstance(value, dict | list) or key.startswith("_") or key in PROVENANCE_KEYS
+            if isinstance(value, dict | list) or key.startswith("_") or key in provenance_keys
         ]
     else:
         hidden = [key for key in hidden_metadata_keys if key in metadata]
@@ -155,11 +122,20 @@ def _check_query_type(query: object) -> QueryType:
     return query
 
 
+def _embedder(embed_model: Any) -> Any:
+    return None if embed_model is None else LlamaIndexEmbedder(embed_model)
+
+
 class StrategyRetriever(BaseRetriever):
     """LlamaIndex retriever over any bridge-rag strategy.
 
-    Each call runs ``strategy.retrieve(query_str, k=k, **search_kwargs)`` and turns every result
-    into a :class:`~llama_index.core.schema.NodeWithScore` (see :func:`to_node_with_score`).
+    Each call runs ``strategy.retrieve(query_str, k=k, **options)`` and turns every result into
+    a :class:`~llama_index.core.schema.NodeWithScore` (see :func:`to_node_with_score`); the
+    strategy's provenance keys stay in ``node.metadata`` but out of the LLM's view. The
+    options are the named retriever's own fields (``depth``, ``parent_promotion``, ... when
+    not None) overridden by ``search_kwargs``. The lifecycle is written once here:
+    :meth:`from_defaults`, :meth:`from_vector_store`, :meth:`from_persist_dir`,
+    :meth:`persist`, :meth:`insert`, :meth:`delete_ref_doc`.
 
     Setup:
         Install the LlamaIndex extra:
@@ -170,7 +146,7 @@ class StrategyRetriever(BaseRetriever):
 
     Key init args:
         strategy: Strategy
-            The built core strategy to query (anything meeting ``core.strategies.Strategy``).
+            The built core strategy to query (anything meeting ``core.strategies.Searchable``).
         k: int
             Number of nodes to return (default 4).
         search_kwargs: dict[str, Any] | None
@@ -189,46 +165,49 @@ class StrategyRetriever(BaseRetriever):
         nodes = await retriever.aretrieve("Which tower is in Paris?")
         print(nodes[0].node.get_content(), nodes[0].score)
         ```
-
-    Use within a query engine:
-        ```python
-        from llama_index.core.query_engine import RetrieverQueryEngine
-
-        engine = RetrieverQueryEngine.from_args(retriever, llm=llm)
-        response = engine.query("Which tower is in Paris?")
-        ```
     """
+
+    #: The strategy the ``from_*`` constructors build (None: wrap a built one only).
+    strategy_cls: ClassVar[type[Strategy] | None] = None
+    #: Keyword arguments of a named retriever that are ``retrieve`` options, with their types.
+    option_fields: ClassVar[Mapping[str, type]] = {}
+    #: Option fields also given to the strategy's constructors, which save them as its default.
+    build_fields: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
-        strategy: Strategy,
+        strategy: Searchable,
         *,
         k: int = 4,
         search_kwargs: Mapping[str, Any] | None = None,
         hidden_metadata_keys: Collection[str] | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        **fields: Any,
     ) -> None:
         """Wraps ``strategy``.
 
         Args:
             strategy: The core strategy results come from.
             k: Number of nodes to return (a positive int).
-            search_kwargs: Extra options forwarded to ``strategy.retrieve`` (not ``k`` or ``query``).
+            search_kwargs: Extra options forwarded to ``strategy.retrieve`` (not ``k`` or
+                ``query``); an option field given here moves to its field.
             hidden_metadata_keys: Metadata keys kept out of the LLM and embedding views of the
-                nodes; None hides structured (dict or list) values, where provenance lives.
+                nodes; None hides the strategy's provenance keys and structured values.
             callback_manager: LlamaIndex callback manager.
             verbose: Whether LlamaIndex prints progress.
+            **fields: The named retriever's option fields (None: the strategy's default).
 
         Raises:
-            TypeError: ``strategy`` does not meet the protocol, or ``k`` is not an int.
-            ValueError: ``k`` is below 1, or ``search_kwargs`` contains ``"k"`` or ``"query"``.
+            TypeError: ``strategy`` does not meet the protocol, ``k`` is not an int, a field has
+                the wrong type, or an unknown keyword argument.
+            ValueError: ``k`` is below 1, ``search_kwargs`` contains ``"k"`` or ``"query"``, or
+                a field is given twice with different values.
         """
-        if not isinstance(strategy, Strategy):
-            raise TypeError(
-                "strategy must implement core.strategies.Strategy (name, default_k, retrieve, "
-                f"add_documents, delete_documents, save); got {type(strategy).__name__}"
-            )
+        check_strategy_type(self.strategy_cls, strategy, TypeError)
+        unknown = sorted(set(fields) - set(self.option_fields))
+        if unknown:
+            raise TypeError(f"{type(self).__name__} got unexpected keyword argument(s): {', '.join(unknown)}")
         options = dict(search_kwargs or {})
         reserved = sorted({"query", "k"}.intersection(options))
         if reserved:
@@ -236,10 +215,18 @@ class StrategyRetriever(BaseRetriever):
                 f"search_kwargs may not contain {reserved}; pass k=... to the constructor and the "
                 "query to retrieve"
             )
-        self.strategy = strategy
+        defaults = getattr(strategy, "default_options", None) or {}
+        for name, kind in self.option_fields.items():
+            lift_option(fields, options, name)
+            value = fields.get(name)
+            if value is None:
+                value = defaults.get(name)
+            setattr(self, name, check_option(name, value, kind))
+        self.strategy: Any = strategy
         self.k = check_k(k, default=4)
         self.search_kwargs = options
         self.hidden_metadata_keys = None if hidden_metadata_keys is None else frozenset(hidden_metadata_keys)
+        self._provenance_keys = frozenset(getattr(strategy, "provenance_keys", COMMON_PROVENANCE_KEYS))
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
@@ -268,8 +255,17 @@ class StrategyRetriever(BaseRetriever):
         Returns:
             The strategy's results as scored nodes, best first.
         """
-        results = self.strategy.retrieve(query_bundle.query_str, k=self.k, **self.search_kwargs)
-        return [to_node_with_score(r, hidden_metadata_keys=self.hidden_metadata_keys) for r in results]
+        options = {
+            name: getattr(self, name) for name in self.option_fields if getattr(self, name) is not None
+        }
+        options.update(self.search_kwargs)
+        results = self.strategy.retrieve(query_bundle.query_str, k=self.k, **options)
+        return [
+            to_node_with_score(
+                r, hidden_metadata_keys=self.hidden_metadata_keys, provenance_keys=self._provenance_keys
+            )
+            for r in results
+        ]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         """Retrieves nodes in a worker thread, leaving the event loop free.
@@ -281,3 +277,330 @@ class StrategyRetriever(BaseRetriever):
             The strategy's results as scored nodes, best first.
         """
         return await asyncio.to_thread(self._retrieve, query_bundle)
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def _strategy_type(cls) -> type[Strategy]:
+        if cls.strategy_cls is None:
+            raise TypeError(f"{cls.__name__} declares no strategy; build one yourself and wrap it")
+        return cls.strategy_cls
+
+    @classmethod
+    def _split(cls, settings: dict[str, Any], *, build: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``settings`` as (retriever fields, strategy settings); a build shares its build fields."""
+        return split_fields(settings, cls.option_fields, cls.build_fields if build else ())
+
+    @classmethod
+    def from_defaults(
+        cls,
+        documents: BaseNode | Sequence[BaseNode] | None = None,
+        *,
+        embed_model: Any = None,
+        persist_dir: str | os.PathLike[str] | None = None,
+        collection_name: str | None = None,
+        similarity_top_k: int = 4,
+        search_kwargs: Mapping[str, Any] | None = None,
+        llm: Any = None,
+        show_progress: bool = True,
+        **settings: Any,
+    ) -> Self:
+        """Indexes LlamaIndex documents in Chroma and builds the strategy's structures.
+
+        With ``documents`` None and an existing ``persist_dir``, the saved index is loaded.
+
+        Args:
+            documents: LlamaIndex documents or nodes (their text and metadata).
+            embed_model: A LlamaIndex ``BaseEmbedding``; default all-MiniLM-L6-v2 (offline).
+            persist_dir: Keep Chroma's data and the index here.
+            collection_name: Chroma collection name (default: the strategy's).
+            similarity_top_k: Number of results.
+            search_kwargs: Default query options.
+            llm: Optional LlamaIndex LLM, for the strategies that use one.
+            show_progress: Show progress bars while building.
+            **settings: The retriever's own fields, and the strategy's config fields (and
+                constructor options such as UMG's ``splade``).
+
+        Returns:
+            The retriever.
+
+        Raises:
+            ValueError: Neither documents nor a saved index were given.
+        """
+        if documents is None:
+            if persist_dir is None:
+                raise ValueError("pass documents=... to build an index, or persist_dir=... to load one")
+            return cls.from_persist_dir(
+                persist_dir,
+                embed_model=embed_model,
+                similarity_top_k=similarity_top_k,
+                search_kwargs=search_kwargs,
+                **settings,
+            )
+        fields, settings = cls._split(settings)
+        if collection_name is not None:
+            settings["collection_name"] = collection_name
+        docs = [documents] if isinstance(documents, BaseNode) else list(documents)
+        strategy = cls._strategy_type().from_documents(
+            [from_llama_document(d) for d in docs],
+            embedder=_embedder(embed_model),
+            persist_directory=persist_dir,
+            llm=llm,
+            show_progress=show_progress,
+            **settings,
+        )
+        return cls(strategy, k=similarity_top_k, search_kwargs=search_kwargs, **fields)
+
+    @classmethod
+    def from_vector_store(
+        cls,
+        vector_store: Any,
+        *,
+        embed_model: Any = None,
+        similarity_top_k: int = 4,
+        search_kwargs: Mapping[str, Any] | None = None,
+        llm: Any = None,
+        show_progress: bool = True,
+        **settings: Any,
+    ) -> Self:
+        """The one-line swap: builds the strategy over the nodes already in a ``ChromaVectorStore``.
+
+        Nothing stored is re-embedded (UMG-RAG embeds only its new sentence windows, kept in a
+        collection beside the store's). Pass the ``embed_model`` the store was filled with
+        (the vector store itself does not know it); the dimensions are checked.
+
+        Args:
+            vector_store: A ``llama_index.vector_stores.chroma.ChromaVectorStore``.
+            embed_model: The LlamaIndex embedding model used for the stored vectors.
+            similarity_top_k: Number of results.
+            search_kwargs: Default query options.
+            llm: Optional LLM, for the strategies that use one.
+            show_progress: Show progress bars.
+            **settings: The retriever's own fields and the strategy's config fields.
+
+        Returns:
+            The retriever.
+
+        Raises:
+            TypeError: ``vector_store`` is not a Chroma vector store.
+        """
+        collection = chroma_collection(vector_store, "from_vector_store expects a ChromaVectorStore")
+        fields, settings = cls._split(settings)
+        strategy = cls._strategy_type().from_store(
+            ChunkStore(collection),
+            embedder=_embedder(embed_model),
+            llm=llm,
+            show_progress=show_progress,
+            **settings,
+        )
+        return cls(strategy, k=similarity_top_k, search_kwargs=search_kwargs, **fields)
+
+    @classmethod
+    def from_persist_dir(
+        cls,
+        persist_dir: str | os.PathLike[str],
+        *,
+        embed_model: Any = None,
+        similarity_top_k: int = 4,
+        search_kwargs: Mapping[str, Any] | None = None,
+        store: ChunkStore | None = None,
+        **options: Any,
+    ) -> Self:
+        """Loads an index saved with :meth:`persist` (or built with ``persist_dir``); nothing re-embedded.
+
+        Args:
+            persist_dir: The index directory.
+            embed_model: The embedding model the index was built with (default all-MiniLM-L6-v2).
+            similarity_top_k: Number of results.
+            search_kwargs: Default query options.
+            store: The Chroma collection, when it is not the embedded one under ``persist_dir``.
+            **options: The retriever's own fields (None: the index's saved default), and the
+                strategy's load options (``llm``, UMG's ``splade``).
+
+        Returns:
+            The retriever.
+        """
+        fields, options = cls._split(options, build=False)
+        strategy = cls._strategy_type().load(
+            persist_dir, embedder=_embedder(embed_model), store=store, **options
+        )
+        return cls(strategy, k=similarity_top_k, search_kwargs=search_kwargs, **fields)
+
+    def persist(self, persist_dir: str | os.PathLike[str]) -> None:
+        """Saves the strategy's structures atomically (Chroma keeps the chunks)."""
+        self.strategy.save(persist_dir)
+
+    def insert(self, documents: BaseNode | Sequence[BaseNode]) -> list[str]:
+        """Indexes one document (as ``index.insert(doc)``) or several, without a rebuild.
+
+        Returns:
+            The document ids.
+        """
+        docs = [documents] if isinstance(documents, BaseNode) else list(documents)
+        ids: list[str] = self.strategy.add_documents([from_llama_document(d) for d in docs])
+        return ids
+
+    def delete_ref_doc(self, ref_doc_id: str) -> int:
+        """Removes one document (all its chunks); returns how many chunks were removed.
+
+        Raises:
+            TypeError: ``ref_doc_id`` is not a string.
+        """
+        if not isinstance(ref_doc_id, str):
+            raise TypeError(f"ref_doc_id must be a document id (a str), got {type(ref_doc_id).__name__}")
+        removed: int = self.strategy.delete_documents([ref_doc_id])
+        return removed
+
+
+class BridgeRetriever(StrategyRetriever):
+    """Bridge-RAG retriever for LlamaIndex: entity -> abstract -> chunk retrieval over Chroma.
+
+    Setup:
+        ```bash
+        pip install torch==2.13.0 && pip install "bridge-rag[llama-index,models]"
+        ```
+
+    Key init args:
+        depth: int | None
+            Expansion depth d (None: the index's, 2 by default).
+        include_abstracts: bool | None
+            Also return abstract summaries as extra context nodes, after the chunks.
+
+    Instantiate:
+        ```python
+        from llama_index_bridge import BridgeRetriever
+
+        retriever = BridgeRetriever.from_vector_store(chroma_vector_store, embed_model=embed_model)
+        retriever = BridgeRetriever.from_defaults(documents=docs, persist_dir="./bridge_index")
+        retriever = BridgeRetriever.from_persist_dir("./bridge_index")
+        ```
+
+    Usage:
+        ```python
+        from llama_index.core.query_engine import RetrieverQueryEngine
+
+        engine = RetrieverQueryEngine.from_args(retriever, llm=llm)
+        print(engine.query("Who directed the institute founded by Oskar Halden?"))
+        ```
+    """
+
+    strategy_cls: ClassVar[type[Strategy] | None] = BridgeRAG
+    option_fields: ClassVar[Mapping[str, type]] = {"depth": int, "include_abstracts": bool}
+    build_fields: ClassVar[tuple[str, ...]] = ("depth",)
+    depth: int | None
+    include_abstracts: bool | None
+
+
+class UMGRetriever(StrategyRetriever):
+    """UMG-RAG / UMGP-RAG retriever for LlamaIndex: uncertainty-weighted multi-granularity fusion.
+
+    Documents become overlapping sentence windows of several sizes, scored by dense
+    embeddings, BM25 and optionally SPLADE, fused with per-query confidence weights.
+    ``parent_promotion=True`` (UMGP-RAG) promotes fine hits to their parent windows and
+    removes overlapping passages of a document.
+
+    Setup:
+        ```bash
+        pip install torch==2.13.0 && pip install "bridge-rag[llama-index,models,sparse]"
+        ```
+
+    Key init args:
+        parent_promotion: bool | None
+            UMGP instead of UMG (None: the index's default, saved at build time).
+
+    Instantiate:
+        ```python
+        from llama_index_bridge import UMGRetriever
+
+        retriever = UMGRetriever.from_vector_store(chroma_vector_store, embed_model=embed_model)
+        retriever = UMGRetriever.from_defaults(documents=docs, persist_dir="./umg_index")
+        retriever = UMGRetriever.from_persist_dir("./umg_index", parent_promotion=True)
+        ```
+
+    Usage:
+        ```python
+        engine = RetrieverQueryEngine.from_args(retriever, llm=llm)
+        print(engine.query("Who built the telescope at the observatory?"))
+        ```
+    """
+
+    strategy_cls: ClassVar[type[Strategy] | None] = UMGRAG
+    option_fields: ClassVar[Mapping[str, type]] = {"parent_promotion": bool}
+    build_fields: ClassVar[tuple[str, ...]] = ("parent_promotion",)
+    parent_promotion: bool | None
+
+
+class BubbleRetriever(StrategyRetriever):
+    """BubbleRAG retriever for LlamaIndex: evidence subgraphs of a knowledge graph, as nodes.
+
+    Setup:
+        ```bash
+        pip install torch==2.13.0 && pip install "bridge-rag[llama-index,models]"
+        ```
+
+    Key init args:
+        include_triples: bool | None
+            Also return the evidence graphs' triples as one extra node.
+
+    Instantiate:
+        ```python
+        from llama_index_bridge import BubbleRetriever
+
+        retriever = BubbleRetriever.from_vector_store(chroma_vector_store, embed_model=embed_model)
+        retriever = BubbleRetriever.from_defaults(documents=docs, persist_dir="./bubble_index")
+        retriever = BubbleRetriever.from_networkx(graph, embed_model=embed_model)
+        ```
+
+    Usage:
+        ```python
+        nodes = retriever.retrieve("Who married the founder of the observatory?")
+        nodes[0].node.metadata["evidence_triples"]
+        ```
+    """
+
+    strategy_cls: ClassVar[type[Strategy] | None] = BubbleRAG
+    option_fields: ClassVar[Mapping[str, type]] = {"include_triples": bool}
+    include_triples: bool | None
+
+    @classmethod
+    def from_networkx(
+        cls,
+        graph: Any,
+        *,
+        embed_model: Any = None,
+        documents: Sequence[BaseNode] | None = None,
+        similarity_top_k: int = 4,
+        search_kwargs: Mapping[str, Any] | None = None,
+        llm: Any = None,
+        show_progress: bool = True,
+        **graph_options: Any,
+    ) -> Self:
+        """Retrieves over an existing networkx graph (no schema assumed).
+
+        Args:
+            graph: A networkx graph whose nodes and edges carry text.
+            embed_model: A LlamaIndex ``BaseEmbedding``; default all-MiniLM-L6-v2.
+            documents: Optional source documents that a ``chunk`` node/edge attribute points to.
+            similarity_top_k: Number of results.
+            search_kwargs: Default query options.
+            llm: Optional LLM for concepts and expansion.
+            show_progress: Show progress bars.
+            **graph_options: ``include_triples``, ``node_text``, ``edge_text``,
+                ``chunk_attribute`` and :class:`core.strategies.bubble.BubbleConfig` fields.
+
+        Returns:
+            The retriever.
+        """
+        fields, graph_options = cls._split(graph_options)
+        strategy = BubbleRAG.from_networkx(
+            graph,
+            embedder=_embedder(embed_model),
+            documents=None if documents is None else [from_llama_document(d) for d in documents],
+            llm=llm,
+            show_progress=show_progress,
+            **graph_options,
+        )
+        return cls(strategy, k=similarity_top_k, search_kwargs=search_kwargs, **fields)
+
+    def to_networkx(self) -> Any:
+        """The knowledge graph as a ``networkx.MultiGraph``."""
+        return self.strategy.to_networkx()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from core.demo_data import load_demo_corpus, load_demo_questions
+from core.data import load_demo_corpus, load_demo_questions
 from core.embed import SentenceTransformerEmbedder
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

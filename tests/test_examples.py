@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from core.demo_data import load_demo_questions
+from core.data import load_demo_questions
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 240

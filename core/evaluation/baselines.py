@@ -1,4 +1,4 @@
-"""Sparse and hybrid baselines over the shared chunks of a comparison run.
+"""Sparse and hybrid baselines over the shared chunks of a benchmark run.
 
 Both index exactly the chunks of :class:`~core.evaluation.corpus.SharedCorpus` (the ones dense
 retrieval and Bridge-RAG read from Chroma), so the rows of a comparison differ only in how
@@ -11,11 +11,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from core.evaluation.corpus import SharedCorpus
 from core.embed import Embedder
+from core.evaluation.corpus import SharedCorpus
 from core.native.fusion import rrf_fuse
-from core.strategies.umg.sparse import BM25Expert
 from core.strategies.base import check_k, check_query
+from core.strategies.umg.sparse import BM25Expert
 from core.types import Retrieved
 
 __all__ = ["BM25Baseline", "HybridRRFBaseline"]

@@ -1,183 +1,38 @@
 """`bridge-rag bench DATASET --suite bubble`: BubbleRAG beside dense and Bridge-RAG, in one run.
 
-All three read the same Chroma collection: BubbleRAG chunks and embeds the corpus into it,
-Bridge-RAG is built over the stored chunks and vectors (``BridgeRAG.from_store``), and dense
-retrieval queries it directly. With ``grow_with`` (a folder with a ``corpus.jsonl``, e.g.
+A configuration of the one runner (:mod:`core.evaluation.runner`): dense retrieval and
+Bridge-RAG read the run's shared Chroma collection (``BridgeRAG.from_store``), BubbleRAG
+builds its graph and its own collection from the same documents through the same embedding
+cache (the same chunking, so its chunks are the shared ones). Printed beside the metrics:
+recall@5 against dense and the p50 latency over dense's; the graph's size is read off the
+built index. With ``grow_with`` (a folder with a ``corpus.jsonl``, e.g.
 ``../shared/data/2wiki``) a second BubbleRAG index over the corpus plus those passages checks
 localisation: the same questions' median latency on the grown graph against the small one.
 """
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import random
-import sys
-import tempfile
-import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from tqdm.auto import tqdm
+from core.evaluation.metrics import Dataset, latency_summary, load_passages, summarize_runs
+from core.evaluation.suite import Suite, Variant, Versus
 
-from core.embed import Embedder, as_embedder
-from core.evaluation import Dataset, RunResult, load_dataset, markdown_table, run_strategy, summarize_runs
-from core.store import ChunkStore
-from core.strategies.baselines import DenseRetriever
-from core.strategies.bridge import BridgeRAG
-from core.strategies.bubble import BubbleRAG
-from core.types import Document, Retrieved
+if TYPE_CHECKING:
+    from core.evaluation.runner import Session
 
-__all__ = ["run_bubble_benchmark"]
+__all__ = ["BUBBLE_ROW", "bubble_suite", "graph_figures"]
 
-COLUMNS = [
-    "strategy",
-    "recall@2",
-    "recall@5",
-    "recall@10",
-    "answer_recall@5",
-    "context_words@5",
-    "p50_ms",
-    "p95_ms",
-    "p50_no_embed_ms",
-    "build_s",
-]
-K_MAX = 10
+#: BubbleRAG's row (no LLM: triples by spaCy, no query expansion).
+BUBBLE_ROW = "bubble (no LLM)"
 
 
-def _retrieve(rag: Any, q: str) -> list[Retrieved]:
-    out: list[Retrieved] = rag.retrieve(q, k=K_MAX)
-    return out
-
-
-def _retrieve_vec(rag: Any, q: str, v: np.ndarray) -> list[Retrieved]:
-    out: list[Retrieved] = rag.retrieve_by_vector(q, v, K_MAX)
-    return out
-
-
-def _bridge_vec(rag: BridgeRAG, q: str, v: np.ndarray) -> list[Retrieved]:
-    return rag.retrieve_by_vector(q, v, K_MAX, depth=rag.config.depth)
-
-
-def _extra_documents(folder: str, seed: int, known: set[str]) -> list[Document]:
-    """The passages of another corpus (``corpus.jsonl`` only), shuffled, minus ids already indexed."""
-    import json
-
-    path = Path(folder) / "corpus.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist; --grow needs a folder with a corpus.jsonl")
-    passages = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if line.strip():
-                row = json.loads(line)
-                if not all(isinstance(row.get(f), str) for f in ("id", "title", "text")):
-                    raise ValueError(f"{path}:{lineno}: needs string fields id, title and text")
-                if row["id"] not in known:
-                    passages.append({"id": row["id"], "title": row["title"], "text": row["text"]})
-    return Dataset(name=Path(folder).name, passages=passages, questions=[]).documents(seed)
-
-
-def run_bubble_benchmark(
-    dataset_dir: str,
-    *,
-    seed: int = 0,
-    sample: int | None = None,
-    embedder: Any = None,
-    grow_with: str | None = None,
-) -> dict[str, Any]:
-    """Builds BubbleRAG (and Bridge-RAG over the same chunks) and measures them beside dense.
-
-    Args:
-        dataset_dir: A folder with corpus.jsonl and questions.jsonl.
-        seed: Corpus shuffle seed (and question sample seed).
-        sample: Use a seeded sample of this many questions.
-        embedder: Embedder; default all-MiniLM-L6-v2.
-        grow_with: Optional folder whose corpus.jsonl is added for the localisation check.
-
-    Returns:
-        ``{"rows", "table", "build", "graph", "localisation"?, ...}``.
-    """
-    data = load_dataset(dataset_dir)
-    questions = data.sample_questions(sample, seed)
-    docs = data.documents(seed)
-    emb = as_embedder(embedder)
-    emb.embed_documents(["warm-up"])
-    with tempfile.TemporaryDirectory(prefix="bubble-bench-") as tmp:
-        store = ChunkStore.persistent(f"{tmp}/chroma", "bench")
-        t0 = time.perf_counter()
-        bubble = BubbleRAG.from_documents(docs, embedder=emb, store=store, show_progress=True)
-        build_s = time.perf_counter() - t0
-        texts = store.get(include_embeddings=False).texts
-        t0 = time.perf_counter()
-        emb.embed_documents(texts)
-        embed_once_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        bridge = BridgeRAG.from_store(store, embedder=emb, show_progress=True)
-        bridge_build_s = time.perf_counter() - t0 + embed_once_s  # it reuses the stored vectors
-        dense = DenseRetriever(store, emb)
-        bar = tqdm(total=len(questions) * 3, desc="queries", file=sys.stderr)
-        runs: list[RunResult] = [
-            run_strategy(
-                "dense",
-                questions,
-                functools.partial(_retrieve, dense),
-                functools.partial(_retrieve_vec, dense),
-                emb.embed_query,
-                build_seconds=embed_once_s,
-                progress=bar.update,
-            ),
-            run_strategy(
-                "bridge",
-                questions,
-                functools.partial(_retrieve, bridge),
-                functools.partial(_bridge_vec, bridge),
-                emb.embed_query,
-                build_seconds=bridge_build_s,
-                progress=bar.update,
-            ),
-            run_strategy(
-                "bubble (no LLM)",
-                questions,
-                functools.partial(_retrieve, bubble),
-                functools.partial(_retrieve_vec, bubble),
-                emb.embed_query,
-                build_seconds=build_s,
-                progress=bar.update,
-            ),
-        ]
-        bar.close()
-        rows = summarize_runs(questions, runs, ks=(2, 5, 10))
-        dense_row = rows[0]
-        for r in rows:
-            r["recall@5 - dense"] = r["recall@5"] - dense_row["recall@5"]
-            r["p50 / dense p50"] = r["p50_ms"] / dense_row["p50_ms"]
-        result: dict[str, Any] = {
-            "dataset": data.name,
-            "questions": len(questions),
-            "passages": len(data.passages),
-            "seed": seed,
-            "embedder": emb.name,
-            "rows": rows,
-            "build": {
-                "bubble_build_s": build_s,
-                "embed_corpus_once_s": embed_once_s,
-                "build_over_embed": build_s / embed_once_s,
-                "steps_s": dict(bubble.report.seconds),
-            },
-            "graph": _graph_figures(bubble),
-            "table": markdown_table(rows, [*COLUMNS, "recall@5 - dense", "p50 / dense p50"]),
-        }
-        if grow_with is not None:
-            small_p50 = next(r["p50_ms"] for r in rows if r["strategy"].startswith("bubble"))
-            result["localisation"] = _localisation(
-                docs, grow_with, seed, emb, questions, small_p50, bubble.kg.num_nodes, f"{tmp}/grown"
-            )
-        return result
-
-
-def _graph_figures(rag: BubbleRAG) -> dict[str, Any]:
+def graph_figures(rag: Any) -> dict[str, Any]:
+    """The size of a BubbleRAG index's graph: chunks, nodes, live edges by kind, memory."""
     kg = rag.kg
     kinds = Counter(k for k, alive in zip(kg.edge_kind, kg.edge_alive, strict=True) if alive)
     return {
@@ -189,45 +44,70 @@ def _graph_figures(rag: BubbleRAG) -> dict[str, Any]:
     }
 
 
-def _localisation(
-    docs: list[Document],
-    grow_with: str,
-    seed: int,
-    emb: Embedder,
-    questions: list[Any],
-    small_p50: float,
-    small_nodes: int,
-    where: str,
-) -> dict[str, Any]:
-    """Median latency of the same questions on the corpus grown with another corpus's passages."""
-    extra = _extra_documents(grow_with, seed, {d.id for d in docs if d.id is not None})
-    grown_docs = docs + extra
-    random.Random(seed).shuffle(grown_docs)
-    store = ChunkStore.persistent(where, "grown")
-    t0 = time.perf_counter()
-    grown = BubbleRAG.from_documents(grown_docs, embedder=emb, store=store, show_progress=True)
-    build_s = time.perf_counter() - t0
-    bar = tqdm(total=len(questions), desc="queries (grown graph)", file=sys.stderr)
-    run = run_strategy(
-        "bubble (grown)",
-        questions,
-        functools.partial(_retrieve, grown),
-        functools.partial(_retrieve_vec, grown),
-        emb.embed_query,
-        build_seconds=build_s,
-        progress=bar.update,
+def _graph(rag: Any) -> dict[str, Any]:
+    return {"graph": graph_figures(rag)}
+
+
+def _localisation(grow_with: str) -> Callable[[Session], dict[str, Any]]:
+    """The localisation check: BubbleRAG rebuilt over the corpus plus ``grow_with``'s passages.
+
+    The folder's ``corpus.jsonl`` is read (and checked) now, before the run; the grown index is
+    built in the same session (same Chroma, same embedding cache) after the suite's rows.
+    """
+    path = Path(grow_with) / "corpus.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; --grow needs a folder with a corpus.jsonl")
+    passages = load_passages(path)
+
+    def measure(session: Session) -> dict[str, Any]:
+        docs = session.ctx.documents
+        known = {d.id for d in docs}
+        extra = Dataset(Path(grow_with).name, [p for p in passages if p["id"] not in known], []).documents(
+            session.seed
+        )
+        grown_docs = docs + extra
+        random.Random(session.seed).shuffle(grown_docs)
+        grown_ctx = dataclasses.replace(session.ctx, documents=grown_docs)
+        small = session.row(BUBBLE_ROW)
+        (grown,) = session.measure(
+            [Variant("bubble", "bubble (grown)")], grown_ctx, desc="queries (grown graph)"
+        )
+        row = summarize_runs(session.questions, [grown.run], ks=(5,))[0]
+        small_p50 = latency_summary(small.run)["p50_ms"]
+        small_nodes = int(small.build.inspected["graph"]["nodes"])
+        graph = grown.build.inspected["graph"]
+        return {
+            "localisation": {
+                "added_passages": len(extra),
+                "small_nodes": small_nodes,
+                "grown_nodes": graph["nodes"],
+                "growth": graph["nodes"] / max(small_nodes, 1),
+                "small_p50_ms": small_p50,
+                "grown_p50_ms": row["p50_ms"],
+                "p50_ratio": row["p50_ms"] / small_p50,
+                "grown_recall@5": row["recall@5"],
+                "grown_build_s": grown.alone_seconds,
+                "graph": graph,
+            }
+        }
+
+    return measure
+
+
+def bubble_suite(*, grow_with: str | None = None) -> Suite:
+    """The suite: dense, Bridge-RAG and BubbleRAG, plus the localisation check with ``grow_with``.
+
+    Raises:
+        FileNotFoundError: ``grow_with`` has no ``corpus.jsonl``.
+        ValueError: A malformed line in it.
+    """
+    return Suite(
+        "bubble",
+        (Variant("dense"), Variant("bridge"), Variant("bubble", BUBBLE_ROW)),
+        versus=(
+            Versus("recall@5 - dense", "recall@5", "dense"),
+            Versus("p50 / dense p50", "p50_ms", "dense", ratio=True),
+        ),
+        inspect={"bubble": _graph},
+        extend=None if grow_with is None else _localisation(grow_with),
     )
-    bar.close()
-    row = summarize_runs(questions, [run], ks=(5,))[0]
-    return {
-        "added_passages": len(extra),
-        "small_nodes": small_nodes,
-        "grown_nodes": grown.kg.num_nodes,
-        "growth": grown.kg.num_nodes / max(small_nodes, 1),
-        "small_p50_ms": small_p50,
-        "grown_p50_ms": row["p50_ms"],
-        "p50_ratio": row["p50_ms"] / small_p50,
-        "grown_recall@5": row["recall@5"],
-        "grown_build_s": build_s,
-        "graph": _graph_figures(grown),
-    }

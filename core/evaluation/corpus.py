@@ -1,4 +1,4 @@
-"""The shared corpus of a comparison run: one chunking, one embedding, one Chroma collection.
+"""The shared corpus of a benchmark run: one chunking, one embedding, one Chroma collection.
 
 :func:`build_shared_corpus` chunks the documents the way Bridge-RAG does (sentence-aware
 chunks of at most 512 characters, 64 characters of overlap), embeds every chunk once and
@@ -12,7 +12,7 @@ embedding cache (:class:`~core.evaluation.embedding_cache.EmbeddingCache`).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,10 @@ class SharedCorpus:
     def build_seconds(self) -> float:
         """Chunking, embedding and writing the collection, together."""
         return float(sum(self.seconds.values()))
+
+    def rows(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """``(id, text, metadata)`` of each chunk, in collection order."""
+        return zip(self.ids, self.texts, self.metadatas, strict=True)
 
 
 def build_shared_corpus(
@@ -131,6 +135,8 @@ class BenchContext:
         chroma_path: The Chroma data directory; :meth:`new_store` opens more collections there.
         k: Results per query (peers fix their sub-retrievers' k at build time).
         show_progress: Whether builders show progress bars.
+        settings: The run's settings for the strategy being built (keyword arguments of its
+            constructor, e.g. ``splade=True`` for UMG-RAG); builders that take any pass them on.
     """
 
     documents: list[Document]
@@ -139,10 +145,13 @@ class BenchContext:
     chroma_path: Path
     k: int
     show_progress: bool = True
+    settings: Mapping[str, Any] = field(default_factory=dict)
     _used_names: set[str] = field(default_factory=lambda: {SHARED_COLLECTION})
 
     def new_store(self, name: str) -> ChunkStore:
         """A new, empty collection in the run's Chroma, named ``name`` (``name-2``, ... if taken).
+
+        Copies of the context (``dataclasses.replace``) share the names taken.
 
         Args:
             name: The collection's name (Chroma's rules: 3-512 characters, letters, digits,

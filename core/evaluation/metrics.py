@@ -27,11 +27,17 @@ from core.types import Document, Retrieved
 __all__ = [
     "Dataset",
     "Question",
+    "RunResult",
     "answer_found",
     "demo_dataset",
+    "doc_ids_of",
+    "latency_summary",
     "load_dataset",
+    "load_passages",
+    "markdown_table",
     "normalize_answer",
     "passage_recall",
+    "run_strategy",
     "summarize_runs",
 ]
 
@@ -111,6 +117,28 @@ def _read_jsonl(path: Path, required: dict[str, type | tuple[type, ...]]) -> lis
     return rows
 
 
+def load_passages(path: str | Path) -> list[dict[str, str]]:
+    """Reads a ``corpus.jsonl``: one ``{"id", "title", "text"}`` passage per line.
+
+    Args:
+        path: The file.
+
+    Returns:
+        The passages (only those three fields), in file order.
+
+    Raises:
+        FileNotFoundError: The file is missing.
+        ValueError: A malformed line (the message names the file, line and field) or a
+            duplicate passage id.
+    """
+    corpus = _read_jsonl(Path(path), {"id": str, "title": str, "text": str})
+    ids = [p["id"] for p in corpus]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise ValueError(f"{path}: duplicate passage id {dup!r}")
+    return [{"id": p["id"], "title": p["title"], "text": p["text"]} for p in corpus]
+
+
 def load_dataset(directory: str | Path) -> Dataset:
     """Reads a dataset directory (``corpus.jsonl`` and ``questions.jsonl``).
 
@@ -128,12 +156,8 @@ def load_dataset(directory: str | Path) -> Dataset:
     root = Path(directory)
     if not root.is_dir():
         raise FileNotFoundError(f"dataset directory {str(root)!r} does not exist")
-    corpus = _read_jsonl(root / "corpus.jsonl", {"id": str, "title": str, "text": str})
-    ids = [p["id"] for p in corpus]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise ValueError(f"{root / 'corpus.jsonl'}: duplicate passage id {dup!r}")
-    known = set(ids)
+    passages = load_passages(root / "corpus.jsonl")
+    known = {p["id"] for p in passages}
     raw = _read_jsonl(
         root / "questions.jsonl",
         {"id": str, "question": str, "answer": (str, int, float), "supporting_ids": list},
@@ -156,7 +180,6 @@ def load_dataset(directory: str | Path) -> Dataset:
                 supporting_ids=tuple(q["supporting_ids"]),
             )
         )
-    passages = [{"id": p["id"], "title": p["title"], "text": p["text"]} for p in corpus]
     return Dataset(name=root.name, passages=passages, questions=questions)
 
 
@@ -231,7 +254,7 @@ class RunResult:
 
 def run_strategy(
     name: str,
-    questions: Sequence[Question],
+    questions: Sequence[Question | str],
     retrieve: Callable[[str], list[Retrieved]],
     retrieve_by_vector: Callable[[str, np.ndarray], list[Retrieved]] | None,
     embed_query: Callable[[str], np.ndarray],
@@ -239,21 +262,51 @@ def run_strategy(
     build_seconds: float = 0.0,
     progress: Callable[[int], None] | None = None,
 ) -> RunResult:
-    """Runs every question through one strategy, timing it with and without the query embedding."""
+    """Runs every question through one strategy, timing it with and without the query embedding.
+
+    Args:
+        name: The run's name (its row in the tables).
+        questions: The questions (or bare question texts), in order.
+        retrieve: Answers a question; timed as the latency with the query embedding.
+        retrieve_by_vector: Answers a question whose embedding is given; timed as the
+            latency without it (None: not timed).
+        embed_query: Embeds a question for ``retrieve_by_vector`` (untimed).
+        build_seconds: Recorded on the result.
+        progress: Called with 1 after each question.
+
+    Returns:
+        The results and latencies, one per question.
+    """
     run = RunResult(name=name, build_seconds=build_seconds)
     for q in questions:
+        text = q if isinstance(q, str) else q.question
         t0 = time.perf_counter()
-        res = retrieve(q.question)
+        res = retrieve(text)
         run.latency_ms.append((time.perf_counter() - t0) * 1000)
         run.results.append(res)
         if retrieve_by_vector is not None:
-            vec = embed_query(q.question)
+            vec = embed_query(text)
             t0 = time.perf_counter()
-            retrieve_by_vector(q.question, vec)
+            retrieve_by_vector(text, vec)
             run.latency_no_embed_ms.append((time.perf_counter() - t0) * 1000)
         if progress is not None:
             progress(1)
     return run
+
+
+def latency_summary(run: RunResult) -> dict[str, float]:
+    """p50 / p95 latency of a run, in ms.
+
+    Returns:
+        ``p50_ms``, ``p95_ms`` and, when the run timed it, ``p50_no_embed_ms`` and
+        ``p95_no_embed_ms`` (without the query embedding).
+    """
+    out: dict[str, float] = {}
+    for suffix, values in (("ms", run.latency_ms), ("no_embed_ms", run.latency_no_embed_ms)):
+        if values:
+            out[f"p50_{suffix}"] = float(np.percentile(values, 50))
+            out[f"p95_{suffix}"] = float(np.percentile(values, 95))
+    return out
 
 
 def summarize_runs(
@@ -293,11 +346,7 @@ def summarize_runs(
         row[f"context_words@{answer_k}"] = float(
             np.mean([sum(len(x.text.split()) for x in r[:answer_k]) for r in run.results])
         )
-        row["p50_ms"] = float(np.percentile(run.latency_ms, 50))
-        row["p95_ms"] = float(np.percentile(run.latency_ms, 95))
-        if run.latency_no_embed_ms:
-            row["p50_no_embed_ms"] = float(np.percentile(run.latency_no_embed_ms, 50))
-            row["p95_no_embed_ms"] = float(np.percentile(run.latency_no_embed_ms, 95))
+        row.update(latency_summary(run))
         row["build_s"] = run.build_seconds
         row.update(run.extra)
         rows.append(row)

@@ -12,10 +12,33 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["PeakMemory", "measure_peak_rss"]
+__all__ = ["PeakMemory", "current_rss_mib", "measure_peak_rss"]
 
 _MIB = 1024.0 * 1024.0
+
+
+def _process() -> Any:
+    """This process, as a ``psutil.Process``.
+
+    Raises:
+        ImportError: psutil is not installed.
+    """
+    try:
+        import psutil  # type: ignore[import-untyped]
+    except ImportError as exc:  # pragma: no cover - psutil ships with the test and eval extras
+        raise ImportError("the memory figures need psutil: pip install 'bridge-rag[eval]'") from exc
+    return psutil.Process()
+
+
+def current_rss_mib() -> float:
+    """This process's resident set size in MiB (psutil).
+
+    Raises:
+        ImportError: psutil is not installed.
+    """
+    return float(_process().memory_info().rss) / _MIB
 
 
 @dataclass
@@ -56,11 +79,7 @@ def measure_peak_rss(interval_s: float = 0.01) -> Iterator[PeakMemory]:
     """
     if not interval_s > 0:
         raise ValueError(f"interval_s must be positive, got {interval_s}")
-    try:
-        import psutil  # type: ignore[import-untyped]
-    except ImportError as exc:  # pragma: no cover - psutil ships with the eval extra
-        raise ImportError("peak memory needs psutil: pip install 'bridge-rag[eval]'") from exc
-    proc = psutil.Process()
+    proc = _process()
     result = PeakMemory()
     peak = start = proc.memory_info().rss
     count = 1

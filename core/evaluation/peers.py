@@ -19,10 +19,13 @@ neither at import time.
 from __future__ import annotations
 
 import functools
+import itertools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from core.evaluation.corpus import BenchContext
 from core.embed import Embedder
+from core.evaluation.corpus import BenchContext
 from core.types import Retrieved
 
 __all__ = [
@@ -44,11 +47,30 @@ _LLAMA_INDEX_HINT = (
 )
 
 
-class LangChainPeer:
-    """A LangChain retriever behind the benchmark's ``retrieve(query, k)``.
+@contextmanager
+def _needs(hint: str) -> Iterator[None]:
+    """Re-raises an ImportError of the block with ``hint`` (what to install) in front."""
+    try:
+        yield
+    except ImportError as exc:
+        raise ImportError(f"{hint} ({exc})") from exc
+
+
+def _adapter(make_class: Callable[[], type], hint: str, embedder: Embedder) -> Any:
+    """An instance of the framework class ``make_class`` defines (``hint`` if the framework is missing)."""
+    with _needs(hint):
+        cls = make_class()
+    return cls(embedder)
+
+
+Hit = tuple[str, str, float, dict[str, Any]]
+
+
+class _Peer:
+    """A framework's retriever behind the benchmark's ``retrieve(query, k)``.
 
     Args:
-        retriever: Any LangChain ``BaseRetriever``.
+        retriever: The framework's retriever.
         name: The row name.
     """
 
@@ -57,42 +79,39 @@ class LangChainPeer:
         self.name = name
 
     def retrieve(self, query: str, k: int) -> list[Retrieved]:
-        """``retriever.invoke(query)``, cut to ``k``, as :class:`~core.types.Retrieved`."""
-        docs = self.retriever.invoke(query)[:k]
-        out = []
-        for rank, doc in enumerate(docs):
+        """The retriever's results, cut to ``k``, as :class:`~core.types.Retrieved`."""
+        return [
+            Retrieved(id=hit_id, text=text, score=score, metadata={**meta, "strategy": self.name})
+            for hit_id, text, score, meta in itertools.islice(self._hits(query), k)
+        ]
+
+    def _hits(self, query: str) -> Iterator[Hit]:
+        """``(id, text, score, metadata with doc_id)`` of each result, best first."""
+        raise NotImplementedError
+
+
+class LangChainPeer(_Peer):
+    """A LangChain ``BaseRetriever`` (``retriever.invoke(query)``) behind ``retrieve(query, k)``."""
+
+    def _hits(self, query: str) -> Iterator[Hit]:
+        for rank, doc in enumerate(self.retriever.invoke(query)):
             meta = dict(doc.metadata)
             doc_id = str(doc.id or meta.get("id") or "")
             meta.setdefault("doc_id", doc_id.split("::")[0])
-            meta["strategy"] = self.name
-            out.append(Retrieved(id=doc_id, text=doc.page_content, score=1.0 / (rank + 1), metadata=meta))
-        return out
+            yield doc_id, doc.page_content, 1.0 / (rank + 1), meta
 
 
-class LlamaIndexPeer:
-    """A LlamaIndex retriever behind the benchmark's ``retrieve(query, k)``.
+class LlamaIndexPeer(_Peer):
+    """A LlamaIndex ``BaseRetriever`` (``retriever.retrieve(query)``) behind ``retrieve(query, k)``."""
 
-    Args:
-        retriever: Any LlamaIndex ``BaseRetriever``.
-        name: The row name.
-    """
-
-    def __init__(self, retriever: Any, name: str) -> None:
-        self.retriever = retriever
-        self.name = name
-
-    def retrieve(self, query: str, k: int) -> list[Retrieved]:
-        """``retriever.retrieve(query)``, cut to ``k``, as :class:`~core.types.Retrieved`."""
-        out = []
-        for hit in self.retriever.retrieve(query)[:k]:
+    def _hits(self, query: str) -> Iterator[Hit]:
+        for hit in self.retriever.retrieve(query):
             node = hit.node
             meta = dict(node.metadata)
             # LlamaIndex moves a stored ``doc_id`` key into its relationships; the chunk id keeps it.
             meta.setdefault("doc_id", node.ref_doc_id or str(node.node_id).split("::")[0])
-            meta["strategy"] = self.name
             score = float(hit.score) if hit.score is not None else 0.0
-            out.append(Retrieved(id=str(node.node_id), text=node.get_content(), score=score, metadata=meta))
-        return out
+            yield str(node.node_id), node.get_content(), score, meta
 
 
 # ---------------------------------------------------------------------- embedding adapters
@@ -125,11 +144,7 @@ def langchain_embeddings(embedder: Embedder) -> Any:
     Raises:
         ImportError: langchain-core is not installed.
     """
-    try:
-        cls = _langchain_embeddings_class()
-    except ImportError as exc:
-        raise ImportError(f"{_LANGCHAIN_HINT} ({exc})") from exc
-    return cls(embedder)
+    return _adapter(_langchain_embeddings_class, _LANGCHAIN_HINT, embedder)
 
 
 @functools.cache
@@ -173,11 +188,7 @@ def llama_index_embedding(embedder: Embedder) -> Any:
     Raises:
         ImportError: llama-index-core is not installed.
     """
-    try:
-        cls = _llama_index_embedding_class()
-    except ImportError as exc:
-        raise ImportError(f"{_LLAMA_INDEX_HINT} ({exc})") from exc
-    return cls(embedder)
+    return _adapter(_llama_index_embedding_class, _LLAMA_INDEX_HINT, embedder)
 
 
 @functools.cache
@@ -209,20 +220,15 @@ def build_langchain_ensemble(ctx: BenchContext) -> LangChainPeer:
     Raises:
         ImportError: A LangChain package is missing (the message says which to install).
     """
-    try:
+    with _needs(_LANGCHAIN_HINT):
         from langchain_chroma import Chroma
         from langchain_classic.retrievers import EnsembleRetriever
         from langchain_community.retrievers import BM25Retriever
         from langchain_core.documents import Document
-    except ImportError as exc:
-        raise ImportError(f"{_LANGCHAIN_HINT} ({exc})") from exc
     corpus = ctx.corpus
     if corpus.store.client is None:
         raise ValueError("the langchain-ensemble peer needs a ChunkStore opened with a Chroma client")
-    docs = [
-        Document(page_content=text, metadata=meta, id=cid)
-        for cid, text, meta in zip(corpus.ids, corpus.texts, corpus.metadatas, strict=True)
-    ]
+    docs = [Document(page_content=text, metadata=meta, id=cid) for cid, text, meta in corpus.rows()]
     bm25 = BM25Retriever.from_documents(docs, k=ctx.k)
     vectorstore = Chroma(
         client=corpus.store.client,
@@ -242,23 +248,18 @@ def build_llamaindex_fusion(ctx: BenchContext) -> LlamaIndexPeer:
     Raises:
         ImportError: A LlamaIndex package is missing (the message says which to install).
     """
-    try:
+    with _needs(_LLAMA_INDEX_HINT):
         from llama_index.core import VectorStoreIndex
         from llama_index.core.retrievers import QueryFusionRetriever
         from llama_index.core.schema import BaseNode, TextNode
         from llama_index.retrievers.bm25 import BM25Retriever
         from llama_index.vector_stores.chroma import ChromaVectorStore
-    except ImportError as exc:
-        raise ImportError(f"{_LLAMA_INDEX_HINT} ({exc})") from exc
     corpus = ctx.corpus
     index = VectorStoreIndex.from_vector_store(
         ChromaVectorStore(chroma_collection=corpus.store.collection),
         embed_model=llama_index_embedding(ctx.embedder),
     )
-    nodes: list[BaseNode] = [
-        TextNode(id_=cid, text=text, metadata=meta)
-        for cid, text, meta in zip(corpus.ids, corpus.texts, corpus.metadatas, strict=True)
-    ]
+    nodes: list[BaseNode] = [TextNode(id_=cid, text=text, metadata=meta) for cid, text, meta in corpus.rows()]
     bm25 = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=ctx.k)
     fusion = QueryFusionRetriever(
         [index.as_retriever(similarity_top_k=ctx.k), bm25],

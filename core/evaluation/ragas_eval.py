@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.embed import Embedder
-from core.evaluation import Question, doc_ids_of
+from core.evaluation.metrics import Question, doc_ids_of
 from core.types import Retrieved
 
 __all__ = [

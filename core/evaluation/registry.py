@@ -1,26 +1,34 @@
-"""Every strategy a comparison run can measure, by name: ours, the baselines and the peers.
+"""Every strategy a benchmark run can measure, by name: ours, the baselines and the peers.
 
 An entry (:class:`StrategySpec`) says how to build a strategy from the run's shared
 :class:`~core.evaluation.corpus.BenchContext` (the same documents, the same embedder and the
-same Chroma data for everyone) and how to query what was built. Adding a strategy is one
-entry in :data:`STRATEGIES`; a strategy whose class has ``from_documents(documents,
-store=..., embedder=...)`` and ``retrieve(query, k)`` needs nothing more than
-:func:`from_documents`::
+same Chroma data for everyone) and how to query what was built: by default through the one
+strategy signature, ``retrieve(query, k, **options)`` and, with the query's embedding
+already computed, ``retrieve_by_vector(query, query_vector, k, **options)``
+(:data:`STRATEGY_QUERY`). Adding a strategy is one entry in :data:`STRATEGIES`; a strategy
+whose class has ``from_documents(documents, store=..., embedder=...)`` needs nothing more
+than :func:`from_documents`::
 
     StrategySpec("bubble", "BubbleRAG ...", from_documents("core.strategies.bubble", "BubbleRAG"),
                  requires=("core.strategies.bubble",)),
 
-Entries whose ``requires`` modules do not import (a framework that is not installed, a
-strategy still being written) are skipped with a notice instead of failing the run.
+The comparison (``bridge-rag bench DATASET``) and the per-strategy suites
+(:mod:`core.evaluation.runner`) name entries from here; a suite's rows are entries queried
+with other options (:class:`~core.evaluation.runner.Variant`). Entries whose ``requires``
+modules do not import (a framework that is not installed, a strategy still being written)
+are skipped with a notice instead of failing the run.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
 
 from core.evaluation.corpus import BenchContext
 from core.types import Retrieved
@@ -28,35 +36,87 @@ from core.types import Retrieved
 __all__ = [
     "DEFAULT_STRATEGIES",
     "STRATEGIES",
+    "STRATEGY_QUERY",
+    "TEXT_QUERY",
+    "Query",
     "StrategySpec",
     "from_documents",
     "register",
+    "reject_repeated",
     "resolve_strategies",
     "unavailable_reason",
 ]
 
 BuildFn = Callable[[BenchContext], Any]
-QueryFn = Callable[[Any, str, int], list[Retrieved]]
+Vector = npt.NDArray[np.float32]
 #: What a build takes from the shared corpus, for the "built alone" time: nothing, the
 #: chunks (texts only), or the whole collection (chunks, embeddings and the Chroma write).
 Reuse = Literal["nothing", "chunks", "collection"]
 
 
-def retrieve_k(index: Any, query: str, k: int) -> list[Retrieved]:
-    """The default query: ``index.retrieve(query, k=k)``."""
-    results: list[Retrieved] = index.retrieve(query, k=k)
+class TextQuery(Protocol):
+    """Queries a built index with the question alone: ``(index, question, k, **options)``."""
+
+    def __call__(self, index: Any, question: str, k: int, /, **options: Any) -> list[Retrieved]: ...
+
+
+class VectorQuery(Protocol):
+    """Queries a built index with the question's embedding given: ``(index, question, vector, k)``."""
+
+    def __call__(
+        self, index: Any, question: str, vector: Vector, k: int, /, **options: Any
+    ) -> list[Retrieved]: ...
+
+
+@dataclass(frozen=True)
+class Query:
+    """How a benchmark queries a built index.
+
+    Attributes:
+        text: With the question alone (the index embeds it); timed as the latency with the
+            query embedding. None: the run embeds the question and calls ``by_vector``.
+        by_vector: With the question's embedding already computed; timed as the latency
+            without the embedding where a suite asks for it. None: not timed.
+    """
+
+    text: TextQuery | None = None
+    by_vector: VectorQuery | None = None
+
+    def __post_init__(self) -> None:
+        if self.text is None and self.by_vector is None:
+            raise ValueError("a Query needs text or by_vector")
+
+
+def _retrieve(index: Any, question: str, k: int, /, **options: Any) -> list[Retrieved]:
+    results: list[Retrieved] = index.retrieve(question, k=k, **options)
     return results
+
+
+def _retrieve_by_vector(
+    index: Any, question: str, vector: Vector, k: int, /, **options: Any
+) -> list[Retrieved]:
+    results: list[Retrieved] = index.retrieve_by_vector(question, vector, k, **options)
+    return results
+
+
+#: The one strategy signature: ``retrieve(query, k, **options)`` and
+#: ``retrieve_by_vector(query, query_vector, k, **options)``.
+STRATEGY_QUERY = Query(_retrieve, _retrieve_by_vector)
+#: Retrievers with ``retrieve(query, k)`` alone (BM25, hybrid RRF, the framework peers).
+TEXT_QUERY = Query(_retrieve)
 
 
 @dataclass(frozen=True)
 class StrategySpec:
-    """How to build and query one strategy in a comparison run.
+    """How to build and query one strategy in a benchmark run.
 
     Attributes:
         name: The name used on the command line and in the table.
         description: One line for the legend under the table.
-        build: Builds the index from the run's context.
-        query: Queries what ``build`` returned: ``query(index, question, k)``.
+        build: Builds the index from the run's context (``ctx.settings`` holds the suite's
+            settings for this build, passed on by the builders that take any).
+        query: How to query what ``build`` returned (default: the strategy signature).
+        options: Retrieve options of this entry (``parent_promotion=True`` for UMGP).
         build_key: Strategies with the same key share one build (UMG and UMGP); default ``name``.
         reuses: What the build takes from the shared corpus (see :data:`Reuse`).
         requires: Modules that must import, else the strategy is skipped with a notice.
@@ -66,7 +126,8 @@ class StrategySpec:
     name: str
     description: str
     build: BuildFn
-    query: QueryFn = retrieve_k
+    query: Query = STRATEGY_QUERY
+    options: Mapping[str, Any] = field(default_factory=dict)
     build_key: str = ""
     reuses: Reuse = "nothing"
     requires: tuple[str, ...] = ()
@@ -82,7 +143,8 @@ def from_documents(module: str, class_name: str, **kwargs: Any) -> BuildFn:
     """A builder calling ``Class.from_documents(documents, store=..., embedder=...)``.
 
     The store is a new collection named after the class in the run's Chroma; the embedder
-    is the run's embedding cache. ``show_progress`` is passed when the method accepts it.
+    is the run's embedding cache. ``show_progress`` is passed when the method accepts it,
+    and the build's ``ctx.settings`` on top of ``kwargs``.
 
     Args:
         module: Module that defines the class (imported when the build runs).
@@ -95,7 +157,7 @@ def from_documents(module: str, class_name: str, **kwargs: Any) -> BuildFn:
 
     def build(ctx: BenchContext) -> Any:
         cls = getattr(importlib.import_module(module), class_name)
-        options = dict(kwargs)
+        options = {**kwargs, **ctx.settings}
         if "show_progress" in inspect.signature(cls.from_documents).parameters:
             options.setdefault("show_progress", ctx.show_progress)
         store = ctx.new_store(class_name.lower())
@@ -128,25 +190,21 @@ def _hybrid(ctx: BenchContext) -> Any:
 def _bridge(ctx: BenchContext) -> Any:
     from core.strategies.bridge import BridgeRAG
 
-    return BridgeRAG.from_store(ctx.corpus.store, embedder=ctx.embedder, show_progress=ctx.show_progress)
+    return BridgeRAG.from_store(
+        ctx.corpus.store, embedder=ctx.embedder, show_progress=ctx.show_progress, **ctx.settings
+    )
 
 
 def _umg(ctx: BenchContext) -> Any:
     from core.strategies.umg import UMGRAG
 
     return UMGRAG.from_documents(
-        ctx.documents, embedder=ctx.embedder, store=ctx.new_store("umg"), show_progress=ctx.show_progress
+        ctx.documents,
+        embedder=ctx.embedder,
+        store=ctx.new_store("umg"),
+        show_progress=ctx.show_progress,
+        **ctx.settings,
     )
-
-
-def _umg_query(index: Any, query: str, k: int) -> list[Retrieved]:
-    results: list[Retrieved] = index.retrieve(query, k=k, parent_promotion=False)
-    return results
-
-
-def _umgp_query(index: Any, query: str, k: int) -> list[Retrieved]:
-    results: list[Retrieved] = index.retrieve(query, k=k, parent_promotion=True)
-    return results
 
 
 def _langchain_ensemble(ctx: BenchContext) -> Any:
@@ -198,6 +256,7 @@ for _spec in (
         "bm25",
         "BM25 (bm25s) over the shared chunks",
         _bm25,
+        query=TEXT_QUERY,
         reuses="chunks",
         family="baseline",
     ),
@@ -205,6 +264,7 @@ for _spec in (
         "hybrid",
         "reciprocal-rank fusion (k=60) of the top-50 dense and BM25 lists over the shared chunks",
         _hybrid,
+        query=TEXT_QUERY,
         reuses="collection",
         family="baseline",
     ),
@@ -218,14 +278,14 @@ for _spec in (
         "umg",
         "UMG-RAG: entropy-weighted dense + BM25 over sentence windows (own collection)",
         _umg,
-        query=_umg_query,
+        options={"parent_promotion": False},
         build_key="umg",
     ),
     StrategySpec(
         "umgp",
         "UMGP-RAG: UMG with parent promotion (same index as umg)",
         _umg,
-        query=_umgp_query,
+        options={"parent_promotion": True},
         build_key="umg",
     ),
     # BubbleRAG: one entry; skipped with a notice while core.strategies.bubble does not import.
@@ -240,6 +300,7 @@ for _spec in (
         "LangChain EnsembleRetriever (RRF, equal weights): BM25Retriever + Chroma retriever "
         "on the shared collection",
         _langchain_ensemble,
+        query=TEXT_QUERY,
         reuses="collection",
         requires=_LANGCHAIN,
         family="peer",
@@ -249,6 +310,7 @@ for _spec in (
         "LlamaIndex QueryFusionRetriever (reciprocal_rerank, num_queries=1, no LLM): BM25Retriever "
         "+ VectorStoreIndex on the shared collection",
         _llamaindex_fusion,
+        query=TEXT_QUERY,
         reuses="collection",
         requires=_LLAMA_INDEX,
         family="peer",
@@ -270,6 +332,13 @@ def unavailable_reason(spec: StrategySpec) -> str | None:
     return None
 
 
+def reject_repeated(names: Sequence[str]) -> None:
+    """Raises ValueError naming the first name listed twice (the rows of a table must differ)."""
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"strategy {repeated[0]!r} is listed twice; list each strategy once")
+
+
 def resolve_strategies(names: Iterable[str] | None) -> tuple[list[StrategySpec], dict[str, str]]:
     """The entries to run, in the order given, and the ones skipped with their reasons.
 
@@ -288,9 +357,7 @@ def resolve_strategies(names: Iterable[str] | None) -> tuple[list[StrategySpec],
     unknown = [n for n in wanted if n not in STRATEGIES]
     if unknown:
         raise ValueError(f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGIES)}")
-    repeated = sorted({n for n in wanted if wanted.count(n) > 1})
-    if repeated:
-        raise ValueError(f"strategy {repeated[0]!r} is listed twice; list each strategy once")
+    reject_repeated(wanted)
     specs: list[StrategySpec] = []
     skipped: dict[str, str] = {}
     for name in wanted:

@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 from tqdm.auto import tqdm
 
+from core.evaluation.peak_memory import current_rss_mib
 from core.native.cuckoo import CuckooFilter
 
 __all__ = [
@@ -45,22 +46,6 @@ __all__ = [
     "run_reliability_benchmark",
     "to_json",
 ]
-
-_MIB = 1024.0 * 1024.0
-
-
-def current_rss_mib() -> float:
-    """This process's resident set size in MiB (psutil).
-
-    Raises:
-        ImportError: psutil is not installed.
-    """
-    try:
-        import psutil  # type: ignore[import-untyped]
-    except ImportError as exc:  # pragma: no cover - psutil ships with the test and eval extras
-        raise ImportError("the RSS figures need psutil: pip install psutil") from exc
-    return float(psutil.Process().memory_info().rss) / _MIB
-
 
 # --------------------------------------------------------------------------- GIL scaling
 

@@ -21,19 +21,19 @@ from __future__ import annotations
 import gc
 import json
 import random
-import resource
 import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from tqdm.auto import tqdm
 
-from core.evaluation.reliability import current_rss_mib, one_torch_thread
+from core.evaluation.metrics import latency_summary, run_strategy
+from core.evaluation.peak_memory import measure_peak_rss
+from core.evaluation.reliability import one_torch_thread
 from core.types import Document
 
 __all__ = [
@@ -226,7 +226,8 @@ class ScaleRow:
         steps_s: Build time per step.
         rss_before_mib: RSS before the build.
         rss_after_mib: RSS after the build (the index and Chroma in memory).
-        peak_rss_mib: Peak RSS of the process so far (``ru_maxrss``).
+        peak_rss_mib: Peak RSS during the build (sampled every 10 ms,
+            :func:`~core.evaluation.peak_memory.measure_peak_rss`).
         filter_bytes_per_entity: Cuckoo filter bytes (table, entry records, id lists) per entity.
         abstract_bytes: Bytes per abstract, by part (forest, embedding, text, Python objects).
         p50_ms: Median query latency, query embedding included.
@@ -247,23 +248,18 @@ class ScaleRow:
     rss_after_mib: float
     peak_rss_mib: float
     filter_bytes_per_entity: float
-    abstract_bytes: dict[str, float] = field(default_factory=dict)
-    p50_ms: float = 0.0
-    p95_ms: float = 0.0
-    p50_ms_without_embedding: float = 0.0
-    p95_ms_without_embedding: float = 0.0
-    queries: int = 0
-    entity_hit_share: float = 0.0
+    abstract_bytes: dict[str, float]
+    p50_ms: float
+    p95_ms: float
+    p50_ms_without_embedding: float
+    p95_ms_without_embedding: float
+    queries: int
+    entity_hit_share: float
 
     @property
     def bytes_per_abstract(self) -> float:
         """All parts of an abstract together."""
         return float(sum(self.abstract_bytes.values()))
-
-
-def _peak_rss_mib() -> float:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / (1024.0 * 1024.0) if sys.platform == "darwin" else peak / 1024.0
 
 
 def _abstract_bytes(rag: Any) -> dict[str, float]:
@@ -282,10 +278,6 @@ def _abstract_bytes(rag: Any) -> dict[str, float]:
     }
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if values else 0.0
-
-
 def _measure(
     docs: list[Document], questions: Sequence[str], embedder: Any, workdir: Path, *, label: str
 ) -> ScaleRow:
@@ -293,46 +285,48 @@ def _measure(
     from core.strategies.bridge import BridgeRAG
 
     gc.collect()
-    rss_before = current_rss_mib()
     store = ChunkStore.persistent(workdir / label, f"scale-{label}")
-    t0 = time.perf_counter()
-    rag = BridgeRAG.from_documents(
-        docs, embedder=embedder, store=store, chunk_size=CHUNK_SIZE, chunk_overlap=0, show_progress=True
-    )
-    build_s = time.perf_counter() - t0
-    gc.collect()
-    row = ScaleRow(
+    with measure_peak_rss() as mem:
+        t0 = time.perf_counter()
+        rag = BridgeRAG.from_documents(
+            docs, embedder=embedder, store=store, chunk_size=CHUNK_SIZE, chunk_overlap=0, show_progress=True
+        )
+        build_s = time.perf_counter() - t0
+        gc.collect()
+    with one_torch_thread():
+        for q in questions[:10]:  # warm-up: caches, Chroma's index, the embedder
+            rag.retrieve(q)
+        with tqdm(total=len(questions), desc=f"{label}: queries", unit="query") as bar:
+            run = run_strategy(
+                label,
+                questions,
+                lambda q: rag.retrieve(q, k=5),
+                lambda q, v: rag.retrieve_by_vector(q, v, 5),
+                embedder.embed_query,
+                progress=bar.update,
+            )
+    store.close()
+    latency = latency_summary(run)
+    hits = sum(bool(res) and res[0].metadata.get("fallback") is None for res in run.results)
+    return ScaleRow(
         chunks=rag.num_chunks,
         documents=len(docs),
         entities=rag.num_entities,
         abstracts=rag.num_abstracts,
         build_s=build_s,
         steps_s=dict(rag.report.seconds),
-        rss_before_mib=rss_before,
-        rss_after_mib=current_rss_mib(),
-        peak_rss_mib=_peak_rss_mib(),
+        rss_before_mib=mem.start_mib,
+        rss_after_mib=mem.end_mib,
+        peak_rss_mib=mem.peak_mib,
         filter_bytes_per_entity=rag.entity_filter.memory_bytes() / max(1, rag.num_entities),
         abstract_bytes=_abstract_bytes(rag),
+        p50_ms=latency["p50_ms"],
+        p95_ms=latency["p95_ms"],
+        p50_ms_without_embedding=latency["p50_no_embed_ms"],
+        p95_ms_without_embedding=latency["p95_no_embed_ms"],
+        queries=len(questions),
+        entity_hit_share=hits / max(1, len(questions)),
     )
-    full, bare, hits = [], [], 0
-    with one_torch_thread():
-        for q in questions[:10]:  # warm-up: caches, Chroma's index, the embedder
-            rag.retrieve(q)
-        for q in tqdm(questions, desc=f"{label}: queries", unit="query"):
-            t = time.perf_counter()
-            results = rag.retrieve(q, k=5)
-            full.append(1000 * (time.perf_counter() - t))
-            vector = embedder.embed_query(q)
-            t = time.perf_counter()
-            rag.retrieve_by_vector(q, vector, 5, depth=rag.config.depth)
-            bare.append(1000 * (time.perf_counter() - t))
-            hits += bool(results) and results[0].metadata.get("fallback") is None
-    row.p50_ms, row.p95_ms = _percentile(full, 50), _percentile(full, 95)
-    row.p50_ms_without_embedding, row.p95_ms_without_embedding = _percentile(bare, 50), _percentile(bare, 95)
-    row.queries = len(questions)
-    row.entity_hit_share = hits / max(1, len(questions))
-    store.close()
-    return row
 
 
 def run_scale_benchmark(

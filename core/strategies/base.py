@@ -7,12 +7,22 @@ new strategy gets both adapters for free.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from core.types import Document, Retrieved
 
-__all__ = ["DEFAULT_MAX_QUERY_CHARS", "MAX_K", "Strategy", "check_k", "check_query", "check_text"]
+__all__ = [
+    "COMMON_PROVENANCE_KEYS",
+    "DEFAULT_MAX_QUERY_CHARS",
+    "MAX_K",
+    "Searchable",
+    "Strategy",
+    "check_doc_ids",
+    "check_k",
+    "check_query",
+    "check_text",
+]
 
 #: Longest query accepted by default (characters). Embedders truncate long inputs anyway,
 #: so a longer query almost always means a document was passed by mistake.
@@ -23,17 +33,21 @@ DEFAULT_MAX_QUERY_CHARS = 10_000
 MAX_K = 2**31 - 1
 
 
-@runtime_checkable
-class Strategy(Protocol):
-    """A retrieval strategy over an indexed corpus.
+#: Provenance keys every strategy writes on its results (the adapters keep them out of prompts).
+COMMON_PROVENANCE_KEYS = frozenset(
+    {"strategy", "score", "found_by", "fallback", "chunk_order", "start_index", "end_index"}
+)
 
-    Implementations are thread-safe for concurrent :meth:`retrieve` calls.
+
+@runtime_checkable
+class Searchable(Protocol):
+    """The query-time half of :class:`Strategy`: what an adapter needs of a built index.
+
+    The framework retrievers accept any object with these members (a test double, a
+    baseline); the constructors of :class:`Strategy` are what their ``from_*`` methods use.
     """
 
-    @property
-    def name(self) -> str:
-        """Short strategy name (``"bridge"``, ``"dense"``, ...)."""
-        ...
+    name: ClassVar[str]
 
     @property
     def default_k(self) -> int:
@@ -55,6 +69,86 @@ class Strategy(Protocol):
     def save(self, path: str | os.PathLike[str]) -> None:
         """Persists the derived structures (atomically) to the directory ``path``."""
         ...
+
+
+@runtime_checkable
+class Strategy(Searchable, Protocol):
+    """A retrieval strategy over an indexed corpus: the whole lifecycle behind one contract.
+
+    A strategy is built from documents (:meth:`from_documents`), from the chunks, metadata and
+    vectors already in a Chroma collection (:meth:`from_store`, nothing re-embedded that is
+    stored there), or from a saved index (:meth:`load`); it is kept current with
+    :meth:`add_documents` / :meth:`delete_documents` (no rebuild), saved atomically with
+    :meth:`save`, and queried with :meth:`retrieve` or, with the query embedding already
+    computed, :meth:`retrieve_by_vector`. The LangChain and LlamaIndex adapters are written
+    against this contract alone, so a new strategy gets both of them by declaring itself.
+
+    Implementations are thread-safe for concurrent :meth:`retrieve` calls.
+
+    Attributes:
+        name: Short strategy name (``"bridge"``, ``"umg"``, ``"bubble"``, ...).
+        provenance_keys: The metadata keys the strategy adds to its results to say how each
+            was found; adapters keep them in the metadata but out of LLM prompts.
+    """
+
+    provenance_keys: ClassVar[frozenset[str]]
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Iterable[Document],
+        *,
+        embedder: Any = None,
+        store: Any = None,
+        persist_directory: str | os.PathLike[str] | None = None,
+        llm: Any = None,
+        show_progress: bool = True,
+        **settings: Any,
+    ) -> Strategy:
+        """Chunks, embeds and indexes a new corpus (saved under ``persist_directory`` if given)."""
+        ...
+
+    @classmethod
+    def from_store(
+        cls, store: Any, *, embedder: Any = None, llm: Any = None, show_progress: bool = True, **settings: Any
+    ) -> Strategy:
+        """Builds the strategy over the chunks, metadata and vectors already in a Chroma collection."""
+        ...
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, store: Any = None, embedder: Any = None) -> Strategy:
+        """Reopens an index saved by :meth:`save` (nothing is re-embedded).
+
+        Implementations may take more keyword options (``llm``, UMG's ``splade``).
+        """
+        ...
+
+    def retrieve_by_vector(
+        self, query: str, query_vector: Any, k: int | None = None, **options: Any
+    ) -> list[Retrieved]:
+        """:meth:`retrieve` with the query's embedding already computed."""
+        ...
+
+
+def check_doc_ids(doc_ids: object) -> list[str]:
+    """Validates the ids given to ``delete_documents`` and returns them as a list.
+
+    Raises:
+        TypeError: ``doc_ids`` is a single string (which would otherwise be read as its
+            characters, deleting the wrong documents) or not a sequence of strings.
+    """
+    if isinstance(doc_ids, str | bytes):
+        raise TypeError(
+            f"doc_ids must be a sequence of document ids, not a single string ({doc_ids!r}); "
+            "wrap it in a list"
+        )
+    if not isinstance(doc_ids, Iterable):
+        raise TypeError(f"doc_ids must be a sequence of document ids, got {type(doc_ids).__name__}")
+    ids = list(doc_ids)
+    bad = next((d for d in ids if not isinstance(d, str)), None)
+    if bad is not None:
+        raise TypeError(f"document ids must be strings, got {type(bad).__name__} ({bad!r})")
+    return ids
 
 
 def check_text(text: str, what: str) -> str:

@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from core.embed import Embedder
 from core.store import ChunkStore
-from core.strategies.base import DEFAULT_MAX_QUERY_CHARS, check_k, check_query
+from core.strategies.base import COMMON_PROVENANCE_KEYS, DEFAULT_MAX_QUERY_CHARS, check_k, check_query
 from core.types import Document, Retrieved
 
 __all__ = ["DenseRetriever"]
@@ -27,6 +27,7 @@ class DenseRetriever:
     """
 
     name: ClassVar[str] = "dense"
+    provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS
 
     def __init__(self, store: ChunkStore, embedder: Embedder, *, k: int = 4) -> None:
         self.store = store
@@ -38,10 +39,13 @@ class DenseRetriever:
         if options:
             raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
         text = check_query(query, DEFAULT_MAX_QUERY_CHARS)
-        return self.retrieve_by_vector(text, self.embedder.embed_query(text), check_k(k, self.default_k))
+        return self.retrieve_by_vector(text, self.embedder.embed_query(text), k)
 
-    def retrieve_by_vector(self, text: str, query_vector: npt.NDArray[np.float32], k: int) -> list[Retrieved]:
+    def retrieve_by_vector(
+        self, query: str, query_vector: npt.NDArray[np.float32], k: int | None = None
+    ) -> list[Retrieved]:
         """:meth:`retrieve` with the query embedding already computed."""
+        k = check_k(k, self.default_k)
         return [
             Retrieved(
                 id=hit_id,

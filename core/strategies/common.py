@@ -5,13 +5,13 @@ Settings, where a strategy's Chroma data lives, batched embedding, and reopening
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import uuid
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,20 +20,21 @@ import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from core.embed import Embedder
-from core.index_dir import load_index
+from core.persist import load_index
 from core.store import ChunkStore, StoredChunks
-from core.types import BuildReport
+from core.types import BuildReport, Document
 
 __all__ = [
     "DOC_ID_KEY",
     "ORDER_KEY",
     "check_embedder",
     "check_query_vector",
+    "collection_order",
     "default_store",
     "doc_id_of",
+    "documents_from_chunks",
     "embed_in_batches",
     "jsonable",
-    "merge_config",
     "normalise_rows",
     "open_index",
     "public_metadata",
@@ -48,21 +49,6 @@ C = TypeVar("C")
 DOC_ID_KEY = "doc_id"
 ORDER_KEY = "chunk_order"
 _EMBED_BATCH = 256
-
-
-def merge_config(config_cls: type[C], config: C | None, overrides: Mapping[str, Any], label: str) -> C:
-    """``config`` (or the defaults) with keyword ``overrides`` applied.
-
-    Raises:
-        TypeError: An override names no field of ``config_cls``.
-    """
-    base: dict[str, Any] = asdict(config) if config is not None else {}  # type: ignore[call-overload]
-    known = {f.name for f in fields(config_cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise TypeError(f"unknown {label} setting(s): {', '.join(unknown)}; see {config_cls.__name__}")
-    base.update(overrides)
-    return config_cls(**base)
 
 
 def default_store(
@@ -234,11 +220,29 @@ def normalise_rows(m: npt.ArrayLike) -> npt.NDArray[np.float32]:
 
 
 def jsonable(value: Any) -> Any:
-    """Mappings and scalars as plain JSON data; anything else as its ``str``."""
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, str | int | float | bool) or value is None:
+    """``value`` as plain JSON data (str/int/float/bool/None, lists, str-keyed dicts).
+
+    NumPy scalars and arrays become Python numbers and lists, tuples and sets become lists
+    (sets sorted when their items allow it), non-finite floats become None, and anything else
+    becomes its ``str``.
+    """
+    if value is None or isinstance(value, str | bool | int):
         return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(key): jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(item) for item in value]
+    if isinstance(value, set | frozenset):
+        items = [jsonable(item) for item in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return sorted(items, key=repr)
+    tolist = getattr(value, "tolist", None)  # numpy scalars and arrays
+    if callable(tolist) and hasattr(value, "dtype"):
+        return jsonable(tolist())
     return str(value)
 
 
@@ -261,3 +265,77 @@ def doc_id_of(item_id: str, metadata: Mapping[str, Any] | None) -> str:
         if isinstance(meta.get(key), str | int):
             return str(meta[key])
     return item_id
+
+
+def collection_order(ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]) -> list[int]:
+    """Stored items grouped by document (first appearance) and sorted by chunk order.
+
+    The order within a document is ``metadata["chunk_order"]`` when an item has it, else
+    ``metadata["start_index"]`` (LangChain splitters' ``add_start_index``), else the
+    collection's own order.
+    """
+    first_seen: dict[str, int] = {}
+    keys = []
+    for i, cid in enumerate(ids):
+        meta = metadatas[i] or {}
+        doc = doc_id_of(cid, meta)
+        first_seen.setdefault(doc, i)
+        order = meta.get(ORDER_KEY)
+        start = meta.get("start_index")
+        if isinstance(order, int) and not isinstance(order, bool):
+            key: tuple[int, int] = (0, order)
+        elif isinstance(start, int) and not isinstance(start, bool):
+            key = (1, start)
+        else:
+            key = (2, i)
+        keys.append((first_seen[doc], key, i))
+    return [k[2] for k in sorted(keys)]
+
+
+#: Metadata keys that describe one chunk, not its document.
+_CHUNK_KEYS = frozenset({DOC_ID_KEY, ORDER_KEY, "start_index", "end_index", "id"})
+
+
+def documents_from_chunks(
+    ids: Sequence[str], texts: Sequence[str | None], metadatas: Sequence[Mapping[str, Any] | None]
+) -> list[Document]:
+    """Rebuilds whole documents from the chunks of a collection, for strategies that re-split.
+
+    Chunks are grouped by document (:func:`doc_id_of`) and put in order
+    (:func:`collection_order`). Where every chunk of a document has ``start_index``, chunks
+    that overlap the text so far (a splitter's ``chunk_overlap``) contribute only what lies
+    beyond it, and gaps are joined by a space; otherwise chunks are joined by a blank line.
+    A document's metadata is what all its chunks agree on (per-chunk keys dropped).
+
+    What is lost: without ``start_index`` an overlap between chunks is kept twice, and
+    without ``chunk_order`` / ``start_index`` the document follows the collection's order,
+    which need not be the text's.
+    """
+    groups: dict[str, list[int]] = {}
+    for i in collection_order(ids, metadatas):
+        groups.setdefault(doc_id_of(ids[i], metadatas[i]), []).append(i)
+    docs: list[Document] = []
+    for doc_id, rows in groups.items():
+        metas = [public_metadata(metadatas[i]) for i in rows]
+        starts = [m.get("start_index") for m in metas]
+        if all(isinstance(s, int) and not isinstance(s, bool) for s in starts):
+            text, end = "", 0
+            for i, start in zip(rows, starts, strict=True):
+                chunk = texts[i] or ""
+                assert isinstance(start, int)
+                if not text:
+                    text, end = chunk, start + len(chunk)
+                elif start >= end:
+                    text, end = f"{text} {chunk}", start + len(chunk)
+                elif start + len(chunk) > end:
+                    text, end = text + chunk[end - start :], start + len(chunk)
+        else:
+            text = "\n\n".join(texts[i] or "" for i in rows)
+        shared = {
+            key: value
+            for key, value in metas[0].items()
+            if key not in _CHUNK_KEYS and all(m.get(key) == value for m in metas[1:])
+        }
+        if text.strip():
+            docs.append(Document(text=text, id=doc_id, metadata=shared))
+    return docs

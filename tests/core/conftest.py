@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from core.demo_data import load_demo_corpus
+from core.data import load_demo_corpus
 from core.embed import CallableEmbedder, Embedder, SentenceTransformerEmbedder
 from core.entities import EntityExtractor, SpacyEntityExtractor, default_entity_extractor
 from core.store import ChunkStore

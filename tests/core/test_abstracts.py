@@ -1,4 +1,4 @@
-"""Tests for core.abstracts.AbstractWriter and LLM summaries inside a Bridge-RAG build."""
+"""Tests for core.strategies.bridge.abstracts.AbstractWriter and LLM summaries inside a Bridge-RAG build."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from core.abstracts import AbstractWriter
 from core.entities import EntityExtractor
 from core.llm import CallableLLM
 from core.store import ChunkStore
 from core.strategies.bridge import BridgeRAG
+from core.strategies.bridge.abstracts import AbstractWriter
 from core.types import Document
 from tests.core.conftest import hash_embedder
 

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from core.cluster_index import ClusterIndex
 from core.entities import EntityExtractor
 from core.evaluation import normalize_answer
-from core.index_dir import CorruptIndexError
+from core.native.cluster_index import ClusterIndex
+from core.persist import CorruptIndexError
 from core.store import ChunkStore
 from core.strategies.base import Strategy
 from core.strategies.bridge import BridgeConfig, BridgeRAG
@@ -106,7 +106,7 @@ def _ancestor(rag: BridgeRAG, node: int, hops: int) -> int:
 
 def _chunk_ids_under(rag: BridgeRAG, nodes: Sequence[int]) -> set[str]:
     rows = rag.forest.chunk_ids(list(nodes)).tolist()
-    return {rag._rows.ids[r] for r in rows if rag._alive[r]}
+    return {rag._table.ids[r] for r in rows if rag._table.alive[r]}
 
 
 def check_forest(rag: BridgeRAG) -> None:
@@ -114,7 +114,7 @@ def check_forest(rag: BridgeRAG) -> None:
     cfg = rag.config
     forest = rag.forest
     n_abs = len(forest)
-    n_rows = len(rag._rows.ids)
+    n_rows = len(rag._table.ids)
     assert n_abs == rag.num_abstracts
     levels = [rag.abstract(i)["level"] for i in range(n_abs)]
     assert levels == [forest.level(i) for i in range(n_abs)]
@@ -138,7 +138,7 @@ def check_forest(rag: BridgeRAG) -> None:
         assert begin == expected_begin, "contiguous rows, no gaps or overlaps"
         assert 1 <= end - begin <= cfg.abstract_size
         doc = rag.abstract(i)["doc_id"]
-        metas = rag._rows.metadatas[begin:end]
+        metas = rag._table.metadatas[begin:end]
         assert {m["doc_id"] for m in metas} == {doc}
         orders = [m["chunk_order"] for m in metas]
         assert orders == list(range(orders[0], orders[0] + len(orders))), "consecutive chunks"
@@ -231,7 +231,7 @@ def test_filter_maps_entities_to_abstracts_that_mention_them(demo_rag: BridgeRAG
     owners: dict[str, list[int]] = {}
     for i in _level0(demo_rag):
         begin, end = demo_rag.forest.chunk_range(i)
-        text = " " + normalize_entity(" ".join(demo_rag._rows.texts[begin:end])) + " "
+        text = " " + normalize_entity(" ".join(demo_rag._table.texts[begin:end])) + " "
         entities = demo_rag.abstract(i)["entities"]
         assert len(set(entities)) == len(entities)
         for ent in entities:
@@ -577,15 +577,17 @@ def test_dense_hits_from_the_cluster_index_match_the_exact_scan(
     exact = {q: demo_rag.retrieve(q, k=6) for q in queries}
     monkeypatch.setattr(demo_rag, "config", dataclasses.replace(demo_rag.config, exact_search_max_rows=0))
     # several lists; the default probe (4,096 rows) still covers this small corpus, so it is exact
-    clustered = ClusterIndex.build(demo_rag._matrix, np.flatnonzero(demo_rag._alive), exact_below=2)
+    clustered = ClusterIndex.build(
+        demo_rag._table.matrix, np.flatnonzero(demo_rag._table.alive), exact_below=2
+    )
     assert clustered.num_lists > 1
-    monkeypatch.setattr(demo_rag, "_dense_cache", (demo_rag._matrix, demo_rag._alive, clustered))
+    monkeypatch.setattr(demo_rag, "_dense_cache", (demo_rag._table.matrix, demo_rag._table.alive, clustered))
     for q in queries:
         via_index = demo_rag.retrieve(q, k=6)
         assert [r.id for r in via_index] == [r.id for r in exact[q]]
         assert [r.score for r in via_index] == pytest.approx([r.score for r in exact[q]], abs=1e-5)
     assert demo_rag._dense_cache[2] is clustered  # same matrix and live rows: reused
-    monkeypatch.setattr(demo_rag, "_alive", demo_rag._alive.copy())  # what a deletion does
+    monkeypatch.setattr(demo_rag._table, "alive", demo_rag._table.alive.copy())  # what a deletion does
     demo_rag.retrieve(queries[0], k=6)
     assert demo_rag._dense_cache[2] is not clustered
 
@@ -597,7 +599,7 @@ def test_include_abstracts_appends_summaries(demo_rag: BridgeRAG) -> None:
     assert [r.id for r in both[:5]] == [r.id for r in plain]
     extra = both[5:]
     assert extra, "at least one abstract"
-    expected = list(dict.fromkeys(demo_rag._row_abstract[demo_rag._id_to_row[r.id]] for r in plain))
+    expected = list(dict.fromkeys(demo_rag._row_abstract[demo_rag._table.id_to_row[r.id]] for r in plain))
     assert [r.metadata["abstract_id"] for r in extra] == [int(a) for a in expected]
     for r in extra:
         a = demo_rag.abstract(r.metadata["abstract_id"])
@@ -1037,7 +1039,7 @@ def test_delete_documents_removes_chunks_everywhere(small_rag: BridgeRAG) -> Non
     query = "Who founded the Harwick Glassworks?"
     assert rag.retrieve(query, k=1)[0].metadata["doc_id"] == "harwick-glassworks"
     n_chunks, n_store, n_entities = rag.num_chunks, rag.store.count(), rag.num_entities
-    harwick_chunks = sum(1 for m in rag._rows.metadatas if m["doc_id"] == "harwick-glassworks")
+    harwick_chunks = sum(1 for m in rag._table.metadatas if m["doc_id"] == "harwick-glassworks")
 
     removed = rag.delete_documents(["harwick-glassworks"])
     assert removed == harwick_chunks >= 1
@@ -1163,12 +1165,12 @@ def test_from_store_groups_by_source_and_answers(
     assert rag.report.counts["documents"] == 2
     assert rag.num_chunks == 5
     assert langchain_store.count() == 5, "from_store writes nothing"
-    assert rag._rows.ids == ["lc-0", "lc-2", "lc-4", "lc-1", "lc-3"], "grouped by source, collection order"
+    assert rag._table.ids == ["lc-0", "lc-2", "lc-4", "lc-1", "lc-3"], "grouped by source, collection order"
     docs = {rag.abstract(i)["doc_id"] for i in _level0(rag)}
     assert docs == {"notes/varga.txt", "notes/penhallow.txt"}
     for i in _level0(rag):
         begin, end = rag.forest.chunk_range(i)
-        assert {rag._rows.doc_ids[r] for r in range(begin, end)} == {rag.abstract(i)["doc_id"]}
+        assert {rag._table.doc_ids[r] for r in range(begin, end)} == {rag.abstract(i)["doc_id"]}
 
     top = rag.retrieve("What did anton falk build?", k=2)
     assert top[0].id == "lc-2"
@@ -1209,7 +1211,7 @@ def test_from_store_orders_chunks_by_chunk_order(
     rag = BridgeRAG.from_store(
         store, embedder=fake_embedder, entity_extractor=extractor, abstract_size=2, show_progress=False
     )
-    assert rag._rows.ids == [f"wren::{i}" for i in range(4)]
+    assert rag._table.ids == [f"wren::{i}" for i in range(4)]
     assert [rag.forest.chunk_range(i) for i in _level0(rag)] == [(0, 2), (2, 4)]
     hit = rag.retrieve("jakob wren", k=1)[0]
     assert hit.metadata["doc_id"] == "wren"

@@ -11,14 +11,14 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from core.concepts import TermStatistics, llm_concepts, spacy_concepts
-from core.index_dir import array_to_bytes
-from core.kg import KnowledgeGraph
 from core.llm import CallableLLM
+from core.persist import array_to_bytes
 from core.store import ChunkStore
 from core.strategies.baselines import DenseRetriever
 from core.strategies.bubble import BubbleConfig, BubbleRAG
-from core.triples import LLMTripleExtractor, SpacyTripleExtractor, Triple
+from core.strategies.bubble.concepts import TermStatistics, llm_concepts, spacy_concepts
+from core.strategies.bubble.kg import KnowledgeGraph
+from core.strategies.bubble.triples import LLMTripleExtractor, SpacyTripleExtractor, Triple
 from core.types import Document
 from tests.core.conftest import CachingEmbedder, hash_embedder, unique_name
 

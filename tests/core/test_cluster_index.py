@@ -9,7 +9,7 @@ import numpy.typing as npt
 import pytest
 
 from core._native import ClusterIndex as NativeClusterIndex
-from core.cluster_index import ClusterIndex
+from core.native.cluster_index import ClusterIndex
 
 
 def _unit(rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:

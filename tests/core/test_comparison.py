@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 
-import core.comparison
-from core.bench_registry import STRATEGIES, StrategySpec
+import core.evaluation.runner
 from core.cli import main
-from core.comparison import ComparisonResult, run_comparison
 from core.embed import SentenceTransformerEmbedder
+from core.evaluation.comparison import ComparisonResult, run_comparison
+from core.evaluation.registry import STRATEGIES, StrategySpec
+from core.evaluation.runner import run_suite, suite_output
+from core.evaluation.suite import Suite
 
 CORPUS = [
     ("p-varga", "Ilse Varga", "Ilse Varga was an astronomer who founded the Marrowick Observatory in 1874."),
@@ -194,13 +196,140 @@ def test_a_failing_strategy_is_reported_and_the_others_still_run(
     assert "ragas ID recall" not in out.report()
 
 
+# ---------------------------------------------------------------- the per-strategy suites
+
+SUITE_HEAD = (
+    "| strategy | recall@2 | recall@5 | recall@10 | answer_recall@5 | context_words@5 | p50_ms | p95_ms "
+    "| p50_no_embed_ms |"
+)
+
+
+def _run(dataset_dir: Path, suite: Suite, embedder: SentenceTransformerEmbedder) -> dict[str, Any]:
+    return suite_output(run_suite(dataset_dir, suite, embedder=embedder, show_progress=False), suite)
+
+
+def _rows(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["strategy"]: r for r in out["rows"]}
+
+
+@pytest.fixture(scope="module")
+def bridge_out(dataset_dir: Path, st_embedder: SentenceTransformerEmbedder) -> dict[str, Any]:
+    from core.evaluation.bridge_suite import bridge_suite
+
+    return _run(dataset_dir, bridge_suite((1, 2)), st_embedder)
+
+
+def test_bridge_suite_rows_columns_and_build(bridge_out: dict[str, Any]) -> None:
+    names = ["dense", "bridge d=1", "bridge d=2", "bridge, paper variant d=1", "bridge, paper variant d=2"]
+    assert [r["strategy"] for r in bridge_out["rows"]] == names
+    assert bridge_out["table"].splitlines()[0] == (
+        SUITE_HEAD + " p95_no_embed_ms | build_s | recall@5 vs dense | p50 / dense p50 |"
+    )
+    rows = _rows(bridge_out)
+    assert "recall@5 vs dense" not in rows["dense"], "the reference row gets no comparison"
+    for name in names[1:]:
+        row = rows[name]
+        assert row["recall@5 vs dense"] == pytest.approx(row["recall@5"] - rows["dense"]["recall@5"])
+        assert row["p50 / dense p50"] == pytest.approx(row["p50_ms"] / rows["dense"]["p50_ms"])
+        assert 0 < row["p50_no_embed_ms"] <= row["p95_no_embed_ms"]
+        assert row["build_s"] == rows["bridge d=1"]["build_s"], "one Bridge build serves every row"
+    assert (bridge_out["dataset"], bridge_out["questions"], bridge_out["passages"]) == ("tiny", 4, 10)
+    build = bridge_out["build"]
+    assert build["bridge_build_s"] == pytest.approx(rows["bridge d=1"]["build_alone_s"])
+    assert build["bridge_build_s"] > build["embed_corpus_once_s"] > 0
+    assert build["build_over_embed"] == pytest.approx(build["bridge_build_s"] / build["embed_corpus_once_s"])
+    assert {"chunk", "embed", "store", "entities"} <= set(build["steps_s"]), "shared steps + its own"
+    assert build["counts"]
+    assert rows["dense"]["build_alone_s"] == pytest.approx(
+        rows["dense"]["build_s"] + bridge_out["shared_corpus"]["build_s"]
+    )
+
+
+@pytest.fixture(scope="module")
+def umg_out(dataset_dir: Path, st_embedder: SentenceTransformerEmbedder) -> dict[str, Any]:
+    from core.evaluation.umg_suite import umg_suite
+
+    return _run(dataset_dir, umg_suite(), st_embedder)
+
+
+def test_umg_suite_rows_columns_and_baseline_builds(umg_out: dict[str, Any]) -> None:
+    rrf = "hybrid RRF dense+bm25 (g=8, k=60)"
+    names = ["bm25 (g=8)", "dense (g=8)", rrf, "umg", "umgp"]
+    assert [r["strategy"] for r in umg_out["rows"]] == names
+    assert umg_out["table"].splitlines()[0] == (
+        SUITE_HEAD + " build_s | AR@5 - RRF | words@5 / RRF | p50 / RRF p50 |"
+    )
+    rows = _rows(umg_out)
+    assert "p50_no_embed_ms" not in rows["bm25 (g=8)"], "BM25 needs no query vector"
+    assert rows["dense (g=8)"]["p50_no_embed_ms"] > 0
+    assert rows[rrf]["AR@5 - RRF"] == 0.0
+    assert rows[rrf]["words@5 / RRF"] == rows[rrf]["p50 / RRF p50"] == 1.0
+    for name in names:
+        assert rows[name]["p50 / RRF p50"] == pytest.approx(rows[name]["p50_ms"] / rows[rrf]["p50_ms"])
+    steps = umg_out["build"]["steps_s"]
+    assert rows["bm25 (g=8)"]["build_alone_s"] == pytest.approx(steps["units"] + steps["sparse"])
+    assert rows[rrf]["build_alone_s"] == pytest.approx(
+        steps["units"] + steps["embed"] + steps["store"] + steps["sparse"]
+    )
+    assert rows["umg"]["build_alone_s"] == rows["umgp"]["build_alone_s"] == umg_out["build"]["umg_build_s"]
+    assert rows["umg"]["build_alone_s"] >= sum(steps.values()) - 1e-9
+
+
+@pytest.fixture(scope="module")
+def bubble_out(
+    dataset_dir: Path, tmp_path_factory: pytest.TempPathFactory, st_embedder: SentenceTransformerEmbedder
+) -> dict[str, Any]:
+    from core.evaluation.bubble_suite import bubble_suite
+
+    grow = tmp_path_factory.mktemp("grow")
+    extra = [
+        ("p-varga", "Ilse Varga", "Already indexed: this passage is skipped."),
+        ("g-1", "Orrin Vale", "Orrin Vale was a cartographer who mapped the coast north of Corvane."),
+        ("g-2", "Vale Atlas", "The Vale Atlas, printed in 1890, shows the River Tessel in detail."),
+    ]
+    (grow / "corpus.jsonl").write_text(
+        "".join(json.dumps({"id": i, "title": t, "text": x}) + "\n" for i, t, x in extra), encoding="utf-8"
+    )
+    return _run(dataset_dir, bubble_suite(grow_with=str(grow)), st_embedder)
+
+
+def test_bubble_suite_rows_graph_and_localisation(bubble_out: dict[str, Any]) -> None:
+    assert [r["strategy"] for r in bubble_out["rows"]] == ["dense", "bridge", "bubble (no LLM)"]
+    assert bubble_out["table"].splitlines()[0] == (
+        SUITE_HEAD + " build_s | recall@5 - dense | p50 / dense p50 |"
+    )
+    rows = _rows(bubble_out)
+    assert rows["dense"]["recall@5 - dense"] == 0.0
+    assert rows["bubble (no LLM)"]["build_alone_s"] == bubble_out["build"]["bubble_build_s"]
+    graph = bubble_out["graph"]
+    assert graph["nodes"] > 0
+    assert graph["chunks"] == 10
+    loc = bubble_out["localisation"]
+    assert loc["added_passages"] == 2, "the passage already indexed is left out"
+    assert loc["small_nodes"] == graph["nodes"]
+    assert loc["grown_nodes"] >= loc["small_nodes"]
+    assert loc["growth"] == pytest.approx(loc["grown_nodes"] / loc["small_nodes"])
+    assert loc["small_p50_ms"] == pytest.approx(rows["bubble (no LLM)"]["p50_ms"])
+    assert loc["p50_ratio"] == pytest.approx(loc["grown_p50_ms"] / loc["small_p50_ms"])
+    assert 0.0 <= loc["grown_recall@5"] <= 1.0
+    assert loc["grown_build_s"] > 0
+    assert loc["graph"]["nodes"] == loc["grown_nodes"]
+
+
+def test_bubble_suite_checks_the_grow_folder_before_the_run(tmp_path: Path) -> None:
+    from core.evaluation.bubble_suite import bubble_suite
+
+    with pytest.raises(FileNotFoundError, match=r"--grow needs a folder with a corpus\.jsonl"):
+        bubble_suite(grow_with=str(tmp_path))
+
+
 # ---------------------------------------------------------------- the command line
 
 
 @pytest.fixture
 def session_model(monkeypatch: pytest.MonkeyPatch, st_embedder: SentenceTransformerEmbedder) -> None:
     """The command loads the default model; hand it the session's instance instead (same model)."""
-    monkeypatch.setattr(core.comparison, "as_embedder", lambda obj: st_embedder)
+    monkeypatch.setattr(core.evaluation.runner, "as_embedder", lambda obj: st_embedder)
 
 
 @pytest.mark.usefixtures("session_model")
@@ -232,6 +361,25 @@ def test_cli_bench_writes_table_json_and_plot(dataset_dir: Path, tmp_path: Path,
     assert data["questions"] == 3
     assert [r["strategy"] for r in data["rows"]] == ["dense", "bm25"]
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.usefixtures("session_model")
+def test_cli_bench_suite_prints_the_table_and_build_and_writes_json(
+    dataset_dir: Path, tmp_path: Path, capsys: Any
+) -> None:
+    out = tmp_path / "bridge.json"
+    assert main(["bench", str(dataset_dir), "--suite", "bridge", "--depths", "2", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "tiny: 4 questions, 10 passages indexed one document each in shuffled order (seed 0)" in text
+    assert SUITE_HEAD in text
+    assert "| bridge d=2 |" in text
+    assert "| bridge, paper variant d=2 |" in text
+    assert "\nbuild: bridge index " in text
+    assert "build steps (s): chunk " in text
+    assert "\nindex: " in text
+    data = json.loads(out.read_text())
+    assert "table" not in data
+    assert [r["strategy"] for r in data["rows"]] == ["dense", "bridge d=2", "bridge, paper variant d=2"]
 
 
 def test_cli_bench_names_the_line_and_field_of_a_malformed_dataset(tmp_path: Path, capsys: Any) -> None:

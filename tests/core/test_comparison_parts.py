@@ -4,20 +4,31 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import numpy as np
 import pytest
 
-from core import bench_registry
-from core.bench_corpus import BenchContext, SharedCorpus
-from core.bench_plot import plot_recall_latency
-from core.bench_registry import STRATEGIES, StrategySpec, from_documents, register, resolve_strategies
+import core.evaluation.registry as bench_registry
 from core.embed import embed_query_with
-from core.embedding_cache import EmbeddingCache
-from core.evaluation import Question, RunResult, demo_dataset, markdown_table, summarize_runs
-from core.peak_memory import measure_peak_rss
+from core.evaluation import Dataset, Question, RunResult, demo_dataset, markdown_table, summarize_runs
+from core.evaluation.corpus import BenchContext, SharedCorpus
+from core.evaluation.embedding_cache import EmbeddingCache
+from core.evaluation.peak_memory import measure_peak_rss
+from core.evaluation.plot import plot_recall_latency
+from core.evaluation.registry import (
+    STRATEGIES,
+    Query,
+    StrategySpec,
+    from_documents,
+    register,
+    resolve_strategies,
+)
+from core.evaluation.runner import Session, run_suite, suite_output
+from core.evaluation.suite import Suite, Variant, Versus
 from core.types import Document, Retrieved
 from tests.core.conftest import CountingEmbedder, hash_embedder
 
@@ -110,6 +121,228 @@ def test_from_documents_builder_passes_shared_documents_embedder_and_a_new_store
     assert first["show_progress"] is False
     assert first["store"].name == "fakestrategy"
     assert second["store"].name == "fakestrategy-2", "each build gets its own collection"
+
+
+# ---------------------------------------------------------------- the runner and its suites
+
+
+@dataclass(frozen=True)
+class _ToyConfig:
+    boost: float = 0.0
+
+
+class _Toy:
+    """A strategy double over the shared chunks: records every call (wiring only)."""
+
+    built: ClassVar[list[_Toy]] = []
+
+    def __init__(self, ctx: BenchContext) -> None:
+        self.corpus = ctx.corpus
+        self.settings = dict(ctx.settings)
+        self.config = _ToyConfig()
+        self.report = SimpleNamespace(seconds={"own step": 0.25}, counts={"things": 3})
+        self.calls: list[tuple[str, dict[str, Any], float]] = []
+        _Toy.built.append(self)
+
+    def _results(self, k: int | None) -> list[Retrieved]:
+        return [
+            Retrieved(id=cid, text=text, score=1.0, metadata=meta)
+            for cid, text, meta in list(self.corpus.rows())[: k or 4]
+        ]
+
+    def retrieve(self, query: str, k: int | None = None, **options: Any) -> list[Retrieved]:
+        self.calls.append(("text", options, self.config.boost))
+        return self._results(k)
+
+    def retrieve_by_vector(
+        self, query: str, query_vector: Any, k: int | None = None, **options: Any
+    ) -> list[Retrieved]:
+        assert len(query_vector) == 32
+        self.calls.append(("vector", options, self.config.boost))
+        return self._results(k)
+
+
+def _toy_vector_only(index: Any, question: str, vector: Any, k: int, /, **options: Any) -> list[Retrieved]:
+    index.calls.append(("custom", options, index.config.boost))
+    return list(index._results(k))[::-1]
+
+
+def _mini() -> Dataset:
+    passages = [
+        {"id": "a", "title": "Alpha", "text": "Alpha founded the beta guild."},
+        {"id": "b", "title": "Beta", "text": "The beta guild trades salt."},
+        {"id": "c", "title": "Gamma", "text": "Gamma is a river town."},
+    ]
+    questions = [
+        Question(
+            id="q1", question="Who founded the beta guild?", answer="Alpha", aliases=(), supporting_ids=("a",)
+        ),
+        Question(
+            id="q2", question="What does the guild trade?", answer="salt", aliases=(), supporting_ids=("b",)
+        ),
+    ]
+    return Dataset(name="mini", passages=passages, questions=questions)
+
+
+@pytest.fixture
+def toy(monkeypatch: pytest.MonkeyPatch) -> None:
+    _Toy.built.clear()
+    monkeypatch.setitem(
+        STRATEGIES,
+        "toy",
+        StrategySpec("toy", "a toy", _Toy, options={"flavour": "plain"}, reuses="collection"),
+    )
+
+
+def _toy_suite(**kwargs: Any) -> Suite:
+    variants = (
+        Variant("toy"),
+        Variant("toy", "toy deep", options={"depth": 2}),
+        Variant("toy", "toy boosted", config={"boost": 1.0}),
+        Variant("toy", "toy custom", query=Query(by_vector=_toy_vector_only), build_steps=("own step",)),
+    )
+    options: dict[str, Any] = {
+        "versus": (Versus("R@5 - toy", "recall@5", "toy"), Versus("p50 / toy", "p50_ms", "toy", ratio=True)),
+        "settings": {"toy": {"colour": "blue"}},
+        "inspect": {"toy": lambda index: {"toy figures": {"calls so far": len(index.calls)}}},
+        **kwargs,
+    }
+    return Suite("toy", variants, **options)
+
+
+@pytest.mark.usefixtures("toy")
+def test_a_suite_runs_its_variants_on_one_build_with_their_options_and_config(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    def extend(session: Session) -> dict[str, Any]:
+        seen.append(session.row("toy deep").variant.name)
+        return {"extension": {"questions": len(session.questions)}}
+
+    suite = _toy_suite(extend=extend)
+    result = run_suite(_mini(), suite, embedder=hash_embedder(), show_progress=False, notice=lambda m: None)
+    assert len(_Toy.built) == 1, "one build serves every row"
+    index = _Toy.built[0]
+    assert index.settings == {"colour": "blue"}, "the suite's settings reach the builder"
+    assert index.config == _ToyConfig(), "the config is restored after the variant"
+    by_kind: dict[str, list[tuple[dict[str, Any], float]]] = {}
+    for kind, options, boost in index.calls:
+        by_kind.setdefault(kind, []).append((options, boost))
+    # 4 rows x (1 warm-up + 2 questions): text then vector per question, custom rows by vector only
+    assert {"flavour": "plain", "depth": 2} in [o for o, _ in by_kind["text"]]
+    assert all(o["flavour"] == "plain" for o, _ in by_kind["text"] + by_kind["vector"])
+    assert sum(b == 1.0 for _, b in by_kind["text"]) == 3, "the boosted row (warm-up + 2) saw its config"
+    assert len(by_kind["custom"]) == 3 + 2, "warm-up + 2 timed (embedding included) + 2 without"
+    rows = {r["strategy"]: r for r in result.rows}
+    assert list(rows) == ["toy", "toy deep", "toy boosted", "toy custom"]
+    assert all(r["p50_no_embed_ms"] > 0 for r in rows.values())
+    assert rows["toy deep"]["R@5 - toy"] == 0.0
+    assert rows["toy"]["p50 / toy"] == 1.0
+    assert rows["toy"]["build_alone_s"] == pytest.approx(rows["toy"]["build_s"] + result.shared["build_s"])
+    assert rows["toy custom"]["build_alone_s"] == 0.25, "only the steps the row needs"
+    build = result.builds["toy"]
+    assert set(build["steps_s"]) == {"chunk", "embed", "store", "own step"}
+    assert build["counts"] == {"things": 3}
+    assert build["inspected"] == {"toy figures": {"calls so far": 0}}
+    assert result.extras == {"extension": {"questions": 2}}
+    assert seen == ["toy deep"]
+    out = suite_output(result, suite)
+    assert out["toy figures"] == {"calls so far": 0}
+    assert out["extension"] == {"questions": 2}
+    assert out["build"]["toy_build_s"] == rows["toy"]["build_alone_s"]
+    assert out["table"].splitlines()[0].endswith("| build_s | R@5 - toy | p50 / toy |")
+
+
+@pytest.mark.usefixtures("toy")
+def test_a_suite_can_time_only_with_the_embedding() -> None:
+    suite = _toy_suite(without_embedding=False)
+    result = run_suite(_mini(), suite, embedder=hash_embedder(), show_progress=False, notice=lambda m: None)
+    assert not any(kind == "vector" for kind, _, _ in _Toy.built[0].calls)
+    assert all("p50_no_embed_ms" not in r for r in result.rows)
+
+
+@pytest.mark.usefixtures("toy")
+def test_a_strict_suite_raises_what_broke_and_a_lenient_one_reports_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(ctx: BenchContext) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setitem(STRATEGIES, "broken", StrategySpec("broken", "raises", broken))
+    rows = (Variant("toy"), Variant("broken"))
+    with pytest.raises(RuntimeError, match="boom"):
+        run_suite(_mini(), Suite("toy", rows), embedder=hash_embedder(), show_progress=False, notice=print)
+    lenient = run_suite(
+        _mini(), Suite("toy", rows, strict=False), embedder=hash_embedder(), show_progress=False, notice=print
+    )
+    assert lenient.failed == {"broken": "build raised RuntimeError: boom"}
+    assert [r["strategy"] for r in lenient.rows] == ["toy"]
+    ghost = StrategySpec("ghost", "not written yet", lambda ctx: None, requires=("core.no_such_module_xyz",))
+    monkeypatch.setitem(STRATEGIES, "ghost", ghost)
+    with pytest.raises(ValueError, match="the toy suite needs ghost, which cannot run here"):
+        run_suite(_mini(), Suite("toy", (Variant("ghost"),)), embedder=hash_embedder(), notice=print)
+
+
+def test_suites_reject_repeated_rows_and_bad_k() -> None:
+    with pytest.raises(ValueError, match="'dense' is listed twice"):
+        Suite("x", (Variant("dense"), Variant("dense")))
+    Suite("x", (Variant("dense"), Variant("dense", "dense again")))
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        Suite("x", (Variant("dense"),), k=0)
+    with pytest.raises(TypeError, match="k must be an int"):
+        Suite("x", (Variant("dense"),), ks=("5",))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="a Query needs text or by_vector"):
+        Query()
+
+
+def test_the_suites_are_registry_configurations() -> None:
+    from core.evaluation.bridge_suite import PAPER_VARIANT, bridge_suite
+    from core.evaluation.bubble_suite import bubble_suite
+    from core.evaluation.comparison import comparison_suite
+    from core.evaluation.umg_suite import umg_suite
+
+    for suite in (bridge_suite(), umg_suite(splade=True), bubble_suite(), comparison_suite()):
+        assert {v.strategy for v in suite.variants} <= set(STRATEGIES), suite.name
+    bridge = bridge_suite((1, 3))
+    assert [v.name for v in bridge.variants] == [
+        "dense",
+        "bridge d=1",
+        "bridge d=3",
+        "bridge, paper variant d=1",
+        "bridge, paper variant d=3",
+    ]
+    assert bridge.variants[-1].options == {"depth": 3}
+    assert bridge.variants[-1].config == PAPER_VARIANT
+    assert [v.name for v in bridge_suite((2,), paper_variant=False).variants] == ["dense", "bridge d=2"]
+    umg = umg_suite(splade=True)
+    assert "splade (g=8)" in [v.name for v in umg.variants]
+    assert umg.settings == {"umg": {"splade": True}}
+    assert umg_suite().settings == {}
+    everything = comparison_suite(k=3)
+    assert [v.name for v in everything.variants] == list(STRATEGIES)
+    assert (everything.ks, everything.answer_k, everything.without_embedding, everything.strict) == (
+        (3,),
+        3,
+        False,
+        False,
+    )
+
+
+def test_evaluation_imports_no_framework_eagerly() -> None:
+    """LangChain, LlamaIndex and ragas are imported only inside the functions that use them."""
+    import subprocess
+    import sys
+
+    modules = [
+        f"core.evaluation.{m.stem}" for m in Path("core/evaluation").glob("*.py") if m.stem != "__init__"
+    ]
+    assert len(modules) >= 15
+    code = (
+        "import sys, core, core.cli, core.evaluation, " + ", ".join(modules) + "; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'langchain', 'langchain_core', "
+        "'langchain_community', 'langchain_classic', 'langchain_chroma', 'llama_index', 'ragas'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 # ---------------------------------------------------------------- embedding cache
@@ -213,7 +446,7 @@ def test_demo_dataset_matches_the_demo_corpus(demo_docs: list[Document]) -> None
 
 
 def test_ragas_non_llm_metrics_score_ids_and_texts() -> None:
-    from core.ragas_eval import evaluate_retrieval
+    from core.evaluation.ragas_eval import evaluate_retrieval
 
     passages = {
         "a": "Ilse Varga founded the Marrowick Observatory in 1874.",
@@ -244,7 +477,7 @@ def test_ragas_llm_metrics_wiring(monkeypatch: pytest.MonkeyPatch) -> None:
     """With an LLM, answers are generated from the retrieved contexts and the LLM metrics are requested."""
     import ragas
 
-    from core import ragas_eval
+    from core.evaluation import ragas_eval
 
     captured: dict[str, Any] = {}
 
@@ -310,7 +543,7 @@ def test_bridge_from_the_shared_collection_equals_bridge_from_documents(
 ) -> None:
     """The comparison builds Bridge-RAG with ``from_store`` over the shared chunks; it must rank as
     ``from_documents`` does (same chunks, metadata, abstracts and entities)."""
-    from core.bench_corpus import build_shared_corpus
+    from core.evaluation.corpus import build_shared_corpus
     from core.store import ChunkStore
     from core.strategies.bridge import BridgeRAG
 

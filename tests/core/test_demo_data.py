@@ -5,7 +5,7 @@ from collections import defaultdict
 
 import pytest
 
-from core.demo_data import DEMO_SOURCE, load_demo_corpus, load_demo_questions
+from core.data import DEMO_SOURCE, load_demo_corpus, load_demo_questions
 from core.text import chunk_document, normalize_entity
 from core.types import Document
 

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import core
-from core.fusion import MergedIntervals, fuse_weighted, merge_intervals, pack_lists, rrf_fuse
+from core.native.fusion import MergedIntervals, fuse_weighted, merge_intervals, pack_lists, rrf_fuse
 
 # ---------------------------------------------------------------------- plain-Python references
 
@@ -441,7 +441,7 @@ def test_pack_lists() -> None:
 def test_exported_from_core() -> None:
     for name in ("fuse_weighted", "rrf_fuse", "merge_intervals"):
         assert name in core.__all__
-        assert getattr(core, name) is getattr(core.fusion, name)
+        assert getattr(core, name) is getattr(core.native.fusion, name)
 
 
 def test_large_input_matches_reference() -> None:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from core import Graph
 from core import _native as native
-from core.graph import BubbleResult, CegKind, ceg_at
+from core.native.graph import BubbleResult, CegKind, ceg_at
 
 GRAPH_CHECKSUM_SEED = 0x4B47524150483031
 INF = math.inf

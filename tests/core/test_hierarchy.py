@@ -1,4 +1,4 @@
-"""Tests for core.hierarchy: grouping abstracts by meaning and their weighted centroids."""
+"""Tests for core.strategies.bridge.hierarchy: grouping abstracts by meaning and their weighted centroids."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.hierarchy import group_by_meaning, weighted_centroids
+from core.strategies.bridge.hierarchy import group_by_meaning, weighted_centroids
 
 
 def _unit_rows(rng: np.random.Generator, n: int, d: int) -> np.ndarray:

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import core.index_dir
+import core.persist
 import core.store
-from core import index_dir
-from core.index_dir import (
+from core import persist as index_dir
+from core.persist import (
     CorruptIndexError,
     array_from_bytes,
     array_to_bytes,
@@ -266,7 +266,7 @@ def test_symlinked_generation_pointing_outside_is_rejected(tmp_path: Path) -> No
 _WRITER = textwrap.dedent(
     """
     import sys
-    from core.index_dir import json_to_bytes, save_index
+    from core.persist import json_to_bytes, save_index
 
     root, start, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     i = start
@@ -377,7 +377,7 @@ def test_json_helpers() -> None:
 # ------------------------------------------------------------------ no code execution
 
 
-@pytest.mark.parametrize("module", [core.index_dir, core.store])
+@pytest.mark.parametrize("module", [core.persist, core.store])
 def test_modules_never_pickle_or_eval(module: object) -> None:
     source = Path(str(getattr(module, "__file__", ""))).read_text()
     tree = ast.parse(source)

@@ -1,4 +1,4 @@
-"""``core.promotion``: parent promotion and overlap-aware de-duplication of retrieval hits."""
+"""``core.strategies.umg.promotion``: parent promotion and overlap-aware de-duplication of retrieval hits."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.promotion import (
+from core.store import ChunkStore
+from core.strategies.umg.promotion import (
     Promoted,
     PromotionItem,
     promote_to_parents,
     texts_from_spans,
     texts_from_store,
 )
-from core.store import ChunkStore
 from core.text import sentence_windows, split_sentences
 
 from .conftest import unique_name

@@ -18,14 +18,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from core.index_dir import CorruptIndexError
-from core.promotion import PromotionItem, promote_to_parents
+from core.persist import CorruptIndexError
 from core.store import ChunkStore
 from core.strategies.base import Strategy
 from core.strategies.umg import UMGRAG, UMGConfig
+from core.strategies.umg.promotion import PromotionItem, promote_to_parents
+from core.strategies.umg.uncertainty import entropy_confidence, minmax_normalize, standardize
 from core.text import sentence_windows, split_sentences
 from core.types import Document, Retrieved
-from core.uncertainty import entropy_confidence, minmax_normalize, standardize
 from tests.core.conftest import CachingEmbedder, CountingEmbedder, hash_embedder, unique_name
 
 GRANULARITIES = (2, 4, 8, 16, 32)
@@ -218,7 +218,7 @@ def test_list_confidences_and_fused_scores_follow_the_formulas(umg: UMGRAG, quer
     by_key = {f"{li.expert}@{li.g}": li for li in lists}
     for r in results:
         assert r.metadata["confidences"] == {key: round(li.confidence, 6) for key, li in by_key.items()}
-        unit = umg._ids.index(r.id)
+        unit = umg._table.ids.index(r.id)
         expected = 0.0
         for key, li in by_key.items():
             hits = np.flatnonzero(li.ids == unit)
@@ -250,7 +250,7 @@ def long_umg(long_docs: list[Document], embedder: CachingEmbedder) -> UMGRAG:
 
 
 def promoted_by_core(rag: UMGRAG, query: str, k: int, texts: dict[str, str]) -> list[Any]:
-    """UMG's candidate pool promoted with core.promotion (what UMGP should return)."""
+    """UMG's candidate pool promoted with core.strategies.umg.promotion (what UMGP should return)."""
     pool = rag.retrieve(query, k=rag.config.promotion_pool * k)
     items = [
         PromotionItem(
@@ -751,7 +751,7 @@ def test_splade_expert_end_to_end(tmp_path: Path, embedder: CachingEmbedder) -> 
     assert rag.experts == ["dense", "bm25", "splade"]
     assert "splade" in rag.report.seconds
     assert rag.splade is not None
-    assert rag.splade.matrix.shape[0] == len(rag._ids)
+    assert rag.splade.matrix.shape[0] == len(rag._table.ids)
     q = "who ground the lenses for the telescope?"
     results = rag.retrieve(q, k=3)
     assert results[0].metadata["doc_id"] == "d3"

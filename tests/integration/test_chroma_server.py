@@ -60,7 +60,7 @@ def case(request: pytest.FixtureRequest) -> StrategyCase:
 
 @pytest.fixture(scope="module")
 def docs() -> list[Document]:
-    from core.demo_data import load_demo_corpus
+    from core.data import load_demo_corpus
 
     return load_demo_corpus()
 

@@ -15,7 +15,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from core.demo_data import load_demo_corpus
+from core.data import load_demo_corpus
 from core.embed import SentenceTransformerEmbedder
 
 

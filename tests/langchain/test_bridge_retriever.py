@@ -254,9 +254,8 @@ def test_search_kwargs_are_defaults_that_invoke_overrides(
     assert_same_results(flat.invoke(questions[2], depth=3), retriever.invoke(questions[2], k=6, depth=3))
     with pytest.raises(ValueError, match="depth must be >= 0"):
         flat.invoke(questions[2], depth=-1)
-    bad = BridgeRetriever(strategy=retriever.strategy, search_kwargs={"depth": -1})
-    with pytest.raises(ValueError, match="depth must be >= 0"):
-        bad.invoke(questions[2])
+    with pytest.raises(ValueError, match="depth"):  # moved to the depth field, checked at once
+        BridgeRetriever(strategy=retriever.strategy, search_kwargs={"depth": -1})
 
 
 def test_include_abstracts(retriever: BridgeRetriever, questions: list[str]) -> None:
@@ -343,7 +342,7 @@ def test_save_elsewhere_and_load(
     # The copy holds only the Bridge structures; the chunks are found in the original Chroma.
     assert not (tmp_path / "copy" / "chroma").exists()
     loaded = BridgeRetriever.load(tmp_path / "copy", embedding=lc_embeddings, search_kwargs={"depth": 0})
-    assert loaded.search_kwargs == {"depth": 0}
+    assert (loaded.depth, loaded.search_kwargs) == (0, {})  # the option moves to its field
     assert_same_results(loaded.invoke(questions[4]), retriever.invoke(questions[4], depth=0))
 
 

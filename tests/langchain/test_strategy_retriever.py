@@ -339,7 +339,15 @@ class _AbstractAwareStrategy(FakeStrategy):
 def test_bridge_retriever_depth_and_abstract_fields_are_forwarded() -> None:
     from langchain_bridge import BridgeRetriever
 
+    class AnyBridgeRetriever(BridgeRetriever):
+        """BridgeRetriever's fields over any strategy (the named class insists on BridgeRAG)."""
+
+        strategy_cls = None
+
     strategy = _AbstractAwareStrategy()
+    with pytest.raises(ValidationError, match=r"strategy must be a core\.strategies\.bridge\.BridgeRAG"):
+        BridgeRetriever(strategy=strategy)
+    BridgeRetriever = AnyBridgeRetriever  # noqa: N806
     retriever = BridgeRetriever(strategy=strategy, k=2, depth=3, include_abstracts=True)
     retriever.invoke("Which iron tower is in Paris?")
     assert strategy.seen[-1] == {"depth": 3, "include_abstracts": True}

@@ -16,7 +16,7 @@ from llama_index.core import Document
 from llama_index.core.embeddings import BaseEmbedding
 from pydantic import PrivateAttr
 
-from core.demo_data import load_demo_corpus
+from core.data import load_demo_corpus
 from core.embed import SentenceTransformerEmbedder
 
 

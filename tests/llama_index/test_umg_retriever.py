@@ -225,7 +225,7 @@ def test_persist_and_from_persist_dir(
     assert loading.queries == QUERIES
     again = UMGRetriever.from_defaults(persist_dir=tmp_path, embed_model=loading, similarity_top_k=2)
     assert again.k == 2
-    assert again.parent_promotion is False  # from_defaults' own default applies
+    assert again.parent_promotion is True  # loading keeps the default saved with the index
     built.persist(tmp_path / "copy")
     copy = UMGRetriever.from_persist_dir(
         tmp_path / "copy", embed_model=loading, store=built.strategy.store, similarity_top_k=3

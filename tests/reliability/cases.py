@@ -23,8 +23,8 @@ from core.entities import EntityExtractor, RuleBasedEntityExtractor, default_ent
 from core.store import ChunkStore
 from core.strategies.bridge import BridgeRAG
 from core.strategies.bubble import BubbleRAG
+from core.strategies.bubble.triples import SpacyTripleExtractor
 from core.strategies.umg import UMGRAG
-from core.triples import SpacyTripleExtractor
 from core.types import Document, Retrieved
 from tests.core.conftest import CachingEmbedder, hash_embedder
 
@@ -362,7 +362,7 @@ STRATEGIES: tuple[StrategyCase, ...] = (
         llama_index_build=_li_bridge_build,
         langchain_load=_lc_bridge_load,
         llama_index_load=_li_bridge_load,
-        live_documents=lambda rag: set(rag._doc_rows),
+        live_documents=lambda rag: set(rag._table.doc_rows),
         options=({"depth": 0}, {"depth": 3}, {"include_abstracts": True}),
         corpus_size=46,
         wiring_kwargs=lambda: {"entity_extractor": RuleBasedEntityExtractor()},
@@ -383,7 +383,7 @@ STRATEGIES: tuple[StrategyCase, ...] = (
         langchain_load=_lc_umg_load,
         llama_index_load=_li_umg_load,
         live_documents=lambda rag: {
-            d for d, alive in zip(rag._units.doc_ids, rag._alive, strict=True) if alive
+            d for d, alive in zip(rag._units.doc_ids, rag._table.alive, strict=True) if alive
         },
         options=({"parent_promotion": True}, {"parent_promotion": False}),
         corpus_size=8,
@@ -399,7 +399,7 @@ STRATEGIES: tuple[StrategyCase, ...] = (
         llama_index_build=_li_bubble_build,
         langchain_load=_lc_bubble_load,
         llama_index_load=_li_bubble_load,
-        live_documents=lambda rag: set(rag._doc_rows),
+        live_documents=lambda rag: set(rag._table.doc_rows),
         options=({"include_triples": True}, {"include_triples": False}),
         corpus_size=8,
         bad_options=(({"depth": 2}, TypeError, "unknown retrieve option(s): depth"),),

@@ -44,7 +44,7 @@ def real_strategy(
 
 @pytest.fixture(scope="session")
 def demo_docs_list() -> list[Document]:
-    from core.demo_data import load_demo_corpus
+    from core.data import load_demo_corpus
 
     return load_demo_corpus()
 

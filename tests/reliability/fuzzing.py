@@ -294,11 +294,11 @@ def _forest_check(f: Any) -> None:
         f.parent(v), f.level(v), f.children(v)
 
 
-# ---- BubbleRAG's knowledge graph (core.graph.Graph)
+# ---- BubbleRAG's knowledge graph (core.native.graph.Graph)
 
 
 def _graph_samples() -> list[Sample]:
-    from core.graph import Graph
+    from core.native.graph import Graph
 
     rng = random.Random(11)
     out: list[Sample] = [Graph(0, [], []).to_bytes(), Graph(1, [0], [0]).to_bytes()]
@@ -310,7 +310,7 @@ def _graph_samples() -> list[Sample]:
 
 
 def _graph_load(data: Sample) -> Any:
-    from core.graph import Graph
+    from core.native.graph import Graph
 
     assert isinstance(data, bytes)
     return Graph.from_bytes(data)
@@ -330,7 +330,7 @@ def _graph_check(g: Any) -> None:
     type(g).from_bytes(g.to_bytes())
 
 
-# ---- BubbleRAG's anchor search (core.cluster_index.ClusterIndex)
+# ---- BubbleRAG's anchor search (core.native.cluster_index.ClusterIndex)
 
 _CLUSTER_DIM, _CLUSTER_ROWS = 8, 300
 
@@ -342,7 +342,7 @@ def _cluster_matrix() -> npt.NDArray[np.float32]:
 
 
 def _cluster_samples() -> list[Sample]:
-    from core.cluster_index import ClusterIndex
+    from core.native.cluster_index import ClusterIndex
 
     m = _cluster_matrix()
     return [
@@ -353,7 +353,7 @@ def _cluster_samples() -> list[Sample]:
 
 
 def _cluster_load(files: Sample) -> Any:
-    from core.cluster_index import ClusterIndex
+    from core.native.cluster_index import ClusterIndex
 
     assert isinstance(files, dict)
     return ClusterIndex.from_files(files, "c.", _CLUSTER_DIM, _CLUSTER_ROWS)
@@ -370,7 +370,7 @@ def _cluster_check(index: Any) -> None:
 
 
 def _bm25_samples() -> list[Sample]:
-    from core.sparse import BM25Expert
+    from core.strategies.umg.sparse import BM25Expert
 
     out: list[Sample] = []
     for n in (1, 12, 40):
@@ -381,7 +381,7 @@ def _bm25_samples() -> list[Sample]:
 
 
 def _bm25_load(files: Sample) -> Any:
-    from core.sparse import BM25Expert
+    from core.strategies.umg.sparse import BM25Expert
 
     assert isinstance(files, dict)
     return BM25Expert.from_files(files)
@@ -397,7 +397,7 @@ def _bm25_check(expert: Any) -> None:
 def _splade_samples() -> list[Sample]:
     from scipy import sparse
 
-    from core.sparse import SpladeExpert
+    from core.strategies.umg.sparse import SpladeExpert
 
     out: list[Sample] = []
     rng = np.random.default_rng(3)
@@ -411,7 +411,7 @@ def _splade_samples() -> list[Sample]:
 
 
 def _splade_load(files: Sample) -> Any:
-    from core.sparse import SpladeExpert
+    from core.strategies.umg.sparse import SpladeExpert
 
     assert isinstance(files, dict)
     expert = SpladeExpert.__new__(SpladeExpert)
@@ -436,7 +436,7 @@ class _ManifestDir:
     """A scratch index directory whose manifest and CURRENT are overwritten per input."""
 
     def __init__(self) -> None:
-        from core.index_dir import json_to_bytes, save_index
+        from core.persist import json_to_bytes, save_index
 
         shm = Path("/dev/shm")  # a memory file system makes the 20,000 small writes cheap
         scratch = tempfile.mkdtemp(prefix="fuzz-manifest-", dir=shm if shm.is_dir() else None)
@@ -448,7 +448,7 @@ class _ManifestDir:
         self._written = dict(self.files)
 
     def load(self, files: Sample) -> Any:
-        from core.index_dir import load_index
+        from core.persist import load_index
 
         assert isinstance(files, dict)
         for name, path in (
@@ -487,7 +487,7 @@ def _manifest_check(result: Any) -> None:
 
 
 def _npy_samples() -> list[Sample]:
-    from core.index_dir import array_to_bytes
+    from core.persist import array_to_bytes
 
     return [
         array_to_bytes(np.arange(24, dtype=np.float32).reshape(6, 4)),
@@ -497,7 +497,7 @@ def _npy_samples() -> list[Sample]:
 
 
 def _npy_load(data: Sample) -> Any:
-    from core.index_dir import array_from_bytes
+    from core.persist import array_from_bytes
 
     assert isinstance(data, bytes)
     return array_from_bytes(data, dtype=np.float32, ndim=2)
@@ -511,7 +511,7 @@ def _npy_check(a: Any) -> None:
 
 
 def _json_samples() -> list[Sample]:
-    from core.index_dir import json_to_bytes
+    from core.persist import json_to_bytes
 
     return [
         json_to_bytes({"ids": ["a::0", "a::1"], "doc_ids": ["a", "a"], "alive": [1, 1], "abstract": [0, 0]}),
@@ -520,7 +520,7 @@ def _json_samples() -> list[Sample]:
 
 
 def _json_load(data: Sample) -> Any:
-    from core.index_dir import json_from_bytes
+    from core.persist import json_from_bytes
 
     assert isinstance(data, bytes)
     return json_from_bytes(data)

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-import core.reliability_benchmark as reliability
-import core.scale_benchmark as scale
+import core.evaluation.reliability as reliability
+import core.evaluation.scale as scale
 from core.cli import main
 from core.text import chunk_document, normalize_entity
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from core.index_dir import CorruptIndexError
+from core.persist import CorruptIndexError
 from core.store import ChunkStore
 from tests.core.conftest import unique_name
 from tests.reliability.cases import StrategyCase, synthetic_documents, wiring_embedder

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.index_dir import array_from_bytes, array_to_bytes
+from core.persist import array_from_bytes, array_to_bytes
 from tests.reliability.fuzzing import LOADERS
 
 INPUTS = 10_000
@@ -61,7 +61,7 @@ def test_npy_header_damage_is_a_value_error_without_allocation() -> None:
 def test_splade_matrix_with_a_bad_index_pointer_is_refused() -> None:
     from scipy import sparse
 
-    from core.sparse import SpladeExpert
+    from core.strategies.umg.sparse import SpladeExpert
 
     expert = SpladeExpert.__new__(SpladeExpert)
     expert.matrix = sparse.csr_matrix(np.eye(4, 6, dtype=np.float32))
@@ -88,7 +88,7 @@ def test_splade_matrix_with_a_bad_index_pointer_is_refused() -> None:
     ],
 )
 def test_bm25_files_are_validated(name: str, content: bytes, message: str) -> None:
-    from core.sparse import BM25Expert
+    from core.strategies.umg.sparse import BM25Expert
 
     expert = BM25Expert()
     expert.index(["the comet of varga", "a lens for the observatory", "comet tails"])

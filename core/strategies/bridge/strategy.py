@@ -28,7 +28,7 @@ import math
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -36,13 +36,13 @@ import numpy as np
 import numpy.typing as npt
 from tqdm.auto import tqdm
 
-from core.strategies.bridge.abstracts import AbstractWriter
-from core.native.cluster_index import DEFAULT_PROBE_ROWS, ClusterIndex
-from core.native.cuckoo import CuckooFilter
 from core.embed import Embedder, as_embedder
 from core.entities import EntityExtractor, default_entity_extractor
+from core.llm import as_llm
+from core.native.cluster_index import DEFAULT_PROBE_ROWS, ClusterIndex
+from core.native.cuckoo import CuckooFilter
 from core.native.forest import AbstractForest
-from core.strategies.bridge.hierarchy import group_by_meaning, weighted_centroids
+from core.native.scoring import top_k_cosine
 from core.persist import (
     array_from_bytes,
     array_to_bytes,
@@ -50,8 +50,6 @@ from core.persist import (
     json_to_bytes,
     save_index,
 )
-from core.llm import as_llm
-from core.native.scoring import top_k_cosine
 from core.store import ChunkStore
 from core.strategies.base import (
     COMMON_PROVENANCE_KEYS,
@@ -61,6 +59,8 @@ from core.strategies.base import (
     check_query,
     check_text,
 )
+from core.strategies.bridge.abstracts import AbstractWriter
+from core.strategies.bridge.hierarchy import group_by_meaning, weighted_centroids
 from core.strategies.common import (
     DOC_ID_KEY,
     ORDER_KEY,
@@ -71,14 +71,14 @@ from core.strategies.common import (
     doc_id_of,
     embed_in_batches,
     jsonable,
-    merge_config,
     normalise_rows,
     open_index,
     public_metadata,
-    read_from_store,
     store_from_meta,
     timed,
 )
+from core.strategies.config import StrategyConfig
+from core.strategies.table import ChunkRows, ChunkTable
 from core.text import chunk_document, make_doc_id, query_ngrams, title_entities
 from core.types import BuildReport, Document, Retrieved
 
@@ -105,7 +105,7 @@ _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 @dataclass(frozen=True)
-class BridgeConfig:
+class BridgeConfig(StrategyConfig):
     """Settings of a Bridge-RAG index.
 
     Attributes:
@@ -160,19 +160,9 @@ class BridgeConfig:
     fingerprint_bits: int = 12
     max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
 
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.type in ("int", "int | None") and not (
-                (isinstance(value, int) and not isinstance(value, bool))
-                or (value is None and f.type == "int | None")
-            ):
-                raise TypeError(f"BridgeConfig: {f.name} must be an int, got {value!r}")
-            if f.type == "float" and (isinstance(value, bool) or not isinstance(value, int | float)):
-                raise TypeError(f"BridgeConfig: {f.name} must be a number, got {value!r}")
-            if f.type == "bool" and not isinstance(value, bool):
-                raise TypeError(f"BridgeConfig: {f.name} must be a bool, got {value!r}")
-        checks: list[tuple[str, bool]] = [
+    def checks(self) -> list[tuple[str, bool]]:
+        """Bridge-RAG's range checks."""
+        return [
             ("chunk_size must be >= 1", self.chunk_size >= 1),
             ("chunk_overlap must be >= 0 and below chunk_size", 0 <= self.chunk_overlap < self.chunk_size),
             ("abstract_size must be >= 1", self.abstract_size >= 1),
@@ -198,25 +188,6 @@ class BridgeConfig:
             ("fingerprint_bits must be between 8 and 16", 8 <= self.fingerprint_bits <= 16),
             ("max_query_chars must be >= 1", self.max_query_chars >= 1),
         ]
-        for message, ok in checks:
-            if not ok:
-                raise ValueError(f"BridgeConfig: {message}")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> BridgeConfig:
-        """Builds a config from a mapping, ignoring unknown keys."""
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-
-@dataclass
-class _Rows:
-    """Chunk rows in index order (rows of one abstract are contiguous)."""
-
-    ids: list[str] = field(default_factory=list)
-    doc_ids: list[str] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
-    metadatas: list[dict[str, Any]] = field(default_factory=list)
 
 
 class BridgeRAG:
@@ -269,13 +240,9 @@ class BridgeRAG:
         self._filter = CuckooFilter(fingerprint_bits=self.config.fingerprint_bits)
         self._forest = AbstractForest()
         dim = embedder.dimension
-        self._rows = _Rows()
-        self._matrix: FloatMatrix = np.zeros((0, dim), dtype=np.float32)
-        self._alive = np.zeros(0, dtype=bool)
+        self._table = ChunkTable(dim)
         self._dense_cache: tuple[FloatMatrix, npt.NDArray[np.bool_], ClusterIndex] | None = None
         self._row_abstract = np.zeros(0, dtype=np.int64)
-        self._id_to_row: dict[str, int] = {}
-        self._doc_rows: dict[str, list[int]] = {}
         self._abs_level: list[int] = []
         self._abs_summary: list[str] = []
         self._abs_entities: list[list[str]] = []
@@ -298,7 +265,7 @@ class BridgeRAG:
     @property
     def num_chunks(self) -> int:
         """Live chunks in the index."""
-        return int(self._alive.sum())
+        return int(self._table.alive.sum())
 
     @property
     def num_abstracts(self) -> int:
@@ -371,7 +338,7 @@ class BridgeRAG:
         Raises:
             ValueError: Empty corpus, documents without text, or duplicate document ids.
         """
-        cfg = merge_config(BridgeConfig, config, config_overrides, "Bridge-RAG")
+        cfg = BridgeConfig.merged(config, config_overrides, "Bridge-RAG")
         docs = list(documents)
         emb = as_embedder(embedder)
         if store is None:
@@ -417,7 +384,7 @@ class BridgeRAG:
         Raises:
             ValueError: The collection is empty, or its dimension differs from the embedder's.
         """
-        cfg = merge_config(BridgeConfig, config, config_overrides, "Bridge-RAG")
+        cfg = BridgeConfig.merged(config, config_overrides, "Bridge-RAG")
         emb = as_embedder(embedder)
         rag = cls(
             store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=show_progress
@@ -433,7 +400,7 @@ class BridgeRAG:
                 f"produces {emb.dimension}; pass the embedder the collection was built with"
             )
         order = collection_order(stored.ids, stored.metadatas)
-        rows = _Rows(
+        rows = ChunkRows(
             ids=[stored.ids[i] for i in order],
             doc_ids=[doc_id_of(stored.ids[i], stored.metadatas[i]) for i in order],
             texts=[stored.texts[i] or "" for i in order],
@@ -475,22 +442,18 @@ class BridgeRAG:
         """
         doc_ids = check_doc_ids(doc_ids)
         with self._lock:
-            rows = sorted({r for d in doc_ids for r in self._doc_rows.get(d, [])})
+            rows = sorted({r for d in doc_ids for r in self._table.doc_rows.get(d, [])})
             if not rows:
                 return 0
-            self.store.delete([self._rows.ids[r] for r in rows])
-            alive = self._alive.copy()
-            alive[rows] = False
+            self.store.delete([self._table.ids[r] for r in rows])
+            self._table.remove_documents(doc_ids)
+            alive = self._table.alive
             dead_abstracts = sorted({int(self._row_abstract[r]) for r in rows})
             for a in dead_abstracts:
                 if not alive[self._row_abstract == a].any():
                     for ent in self._abs_entities[a]:
                         self._filter.remove_ids(ent, [a])
                     self._abs_alive[a] = False
-            self._alive = alive
-            for d in doc_ids:
-                for r in self._doc_rows.pop(d, []):
-                    self._id_to_row.pop(self._rows.ids[r], None)
         self._autosave()
         return len(rows)
 
@@ -527,7 +490,12 @@ class BridgeRAG:
         """
         text = check_query(query, self.config.max_query_chars)
         return self.retrieve_by_vector(
-            text, self.embedder.embed_query(text), k, depth=depth, include_abstracts=include_abstracts, **options
+            text,
+            self.embedder.embed_query(text),
+            k,
+            depth=depth,
+            include_abstracts=include_abstracts,
+            **options,
         )
 
     def retrieve_by_vector(
@@ -564,13 +532,13 @@ class BridgeRAG:
             raise TypeError(f"depth must be an int, got {type(depth).__name__}")
         elif depth < 0:
             raise ValueError(f"depth must be >= 0, got {depth}")
-        query_vector = check_query_vector(query_vector, self._matrix.shape[1])
+        query_vector = check_query_vector(query_vector, self._table.matrix.shape[1])
         depth = min(depth, len(self._abs_level))  # deeper than the forest is tall changes nothing
         matrix, alive, row_abstract, n_rows = (
-            self._matrix,
-            self._alive,
+            self._table.matrix,
+            self._table.alive,
             self._row_abstract,
-            len(self._rows.ids),
+            len(self._table.ids),
         )
         if n_rows == 0 or not alive.any():
             return []
@@ -652,15 +620,10 @@ class BridgeRAG:
             files = {
                 "filter.bin": self._filter.to_bytes(),
                 "forest.bin": self._forest.to_bytes(),
-                "chunk_embeddings.npy": array_to_bytes(self._matrix),
+                "chunk_embeddings.npy": array_to_bytes(self._table.matrix),
                 "abstract_embeddings.npy": array_to_bytes(self._abs_matrix),
                 "chunks.json": json_to_bytes(
-                    {
-                        "ids": self._rows.ids,
-                        "doc_ids": self._rows.doc_ids,
-                        "alive": self._alive.astype(int).tolist(),
-                        "abstract": self._row_abstract.tolist(),
-                    }
+                    {**self._table.to_json(), "abstract": self._row_abstract.tolist()}
                 ),
                 "abstracts.json": json_to_bytes(
                     {
@@ -673,7 +636,7 @@ class BridgeRAG:
                 ),
             }
             meta = {
-                "config": asdict(self.config),
+                "config": self.config.to_dict(),
                 "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
                 "store": {"collection": self.store.name, "location": jsonable(self.store.location)},
                 "counts": {
@@ -732,7 +695,7 @@ class BridgeRAG:
         if first_build and not docs:
             raise ValueError("cannot build an index from an empty corpus; pass at least one document")
         doc_ids: list[str] = []
-        rows = _Rows()
+        rows = ChunkRows()
         seen: set[str] = set()
         with timed(self.report, "chunk"):
             for i, doc in enumerate(docs):
@@ -745,7 +708,7 @@ class BridgeRAG:
                     raise ValueError(f"document {i} (id {doc.id!r}) has no text; remove it or give it text")
                 check_text(doc.text, f"document {i} (id {doc.id!r})")
                 did = doc.id if doc.id is not None else make_doc_id(doc.text)
-                if did in seen or did in self._doc_rows:
+                if did in seen or did in self._table.doc_rows:
                     hint = " (two documents have the same text and no id)" if doc.id is None else ""
                     raise ValueError(f"duplicate document id {did!r}{hint}; document ids must be unique")
                 seen.add(did)
@@ -769,11 +732,11 @@ class BridgeRAG:
         self._extend(rows, normalise_rows(embeddings), first_build=first_build)
         return doc_ids
 
-    def _extend(self, rows: _Rows, embeddings: FloatMatrix, *, first_build: bool) -> None:
+    def _extend(self, rows: ChunkRows, embeddings: FloatMatrix, *, first_build: bool) -> None:
         """Adds chunk rows (already in Chroma): abstracts, hierarchy, entities."""
         with self._lock:
             self._parent_cache = None
-            base = len(self._rows.ids)
+            base = len(self._table.ids)
             # Level-0 abstracts: every abstract_size consecutive chunks of one document.
             spans: list[tuple[int, int, str]] = []
             start = 0
@@ -805,15 +768,7 @@ class BridgeRAG:
                     row_abstract[s:e] = first_abs + j
                     weights[j] = e - s
             # Append rows and level-0 nodes.
-            self._rows.ids += rows.ids
-            self._rows.doc_ids += rows.doc_ids
-            self._rows.texts += rows.texts
-            self._rows.metadatas += rows.metadatas
-            for i, cid in enumerate(rows.ids):
-                self._id_to_row[cid] = base + i
-                self._doc_rows.setdefault(rows.doc_ids[i], []).append(base + i)
-            self._matrix = np.ascontiguousarray(np.vstack([self._matrix, embeddings]), dtype=np.float32)
-            self._alive = np.concatenate([self._alive, np.ones(len(rows.ids), dtype=bool)])
+            self._table.append(rows, embeddings)
             self._row_abstract = np.concatenate([self._row_abstract, row_abstract])
             parents = self._parents_for_new(abs_vectors) if not first_build else [-1] * len(spans)
             self._forest.add_nodes(
@@ -837,12 +792,12 @@ class BridgeRAG:
             if first_build:
                 with timed(self.report, "hierarchy"):
                     self._build_levels(list(range(first_abs, first_abs + len(spans))), weights, writer)
-            if len(self._alive) > self.config.exact_search_max_rows:
+            if len(self._table.alive) > self.config.exact_search_max_rows:
                 with timed(self.report, "dense index"):
-                    self._dense_index(self._matrix, self._alive)
+                    self._dense_index(self._table.matrix, self._table.alive)
             self.report.counts.update(
                 {
-                    "documents": len(self._doc_rows),
+                    "documents": len(self._table.doc_rows),
                     "chunks": self.num_chunks,
                     "entities": self.num_entities,
                     **self._level_counts(),
@@ -852,7 +807,7 @@ class BridgeRAG:
                 self.report.counts["llm summaries"] = writer.llm_calls - writer.llm_failures
                 self.report.counts["llm failures"] = writer.llm_failures
 
-    def _extract_entities(self, rows: _Rows) -> list[list[str]]:
+    def _extract_entities(self, rows: ChunkRows) -> list[list[str]]:
         """Entities per chunk: NER over the text, plus the document title when metadata has one."""
         found: list[list[str]] = []
         batch = 256
@@ -1062,7 +1017,7 @@ class BridgeRAG:
         Up to ``exact_search_max_rows`` rows this is an exact C++ scan of the in-memory matrix;
         above it, a cluster index over the same matrix answers (no Chroma round trip).
         """
-        matrix, alive = self._matrix, self._alive
+        matrix, alive = self._table.matrix, self._table.alive
         if len(alive) <= self.config.exact_search_max_rows:
             rows = np.flatnonzero(alive)
             ids, sims = top_k_cosine(query_vector, matrix, rows, k)
@@ -1122,8 +1077,8 @@ class BridgeRAG:
         source: str,
         fallback: str | None,
     ) -> Retrieved:
-        meta = dict(self._rows.metadatas[row])
-        meta.setdefault(DOC_ID_KEY, self._rows.doc_ids[row])
+        meta = dict(self._table.metadatas[row])
+        meta.setdefault(DOC_ID_KEY, self._table.doc_ids[row])
         meta.update(
             {
                 "strategy": self.name,
@@ -1140,12 +1095,12 @@ class BridgeRAG:
                 "fallback": fallback,
             }
         )
-        return Retrieved(id=self._rows.ids[row], text=self._rows.texts[row], score=score, metadata=meta)
+        return Retrieved(id=self._table.ids[row], text=self._table.texts[row], score=score, metadata=meta)
 
     def _abstract_results(self, results: list[Retrieved], query_vector: FloatMatrix) -> list[Retrieved]:
         seen: list[int] = []
         for r in results:
-            a = int(self._row_abstract[self._id_to_row[r.id]])
+            a = int(self._row_abstract[self._table.id_to_row[r.id]])
             if a not in seen:
                 seen.append(a)
         out = []
@@ -1178,7 +1133,7 @@ class BridgeRAG:
         try:
             self._filter = CuckooFilter.from_bytes(files["filter.bin"])
             self._forest = AbstractForest.from_bytes(files["forest.bin"])
-            self._matrix = array_from_bytes(files["chunk_embeddings.npy"], dtype=np.float32, ndim=2)
+            matrix = array_from_bytes(files["chunk_embeddings.npy"], dtype=np.float32, ndim=2)
             self._abs_matrix = array_from_bytes(files["abstract_embeddings.npy"], dtype=np.float32, ndim=2)
             chunks = json_from_bytes(files["chunks.json"])
             abstracts = json_from_bytes(files["abstracts.json"])
@@ -1200,7 +1155,7 @@ class BridgeRAG:
             len(doc_ids) == n
             and alive.shape == (n,)
             and row_abstract.shape == (n,)
-            and self._matrix.shape == (n, self.embedder.dimension)
+            and matrix.shape == (n, self.embedder.dimension)
             and self._abs_matrix.shape == (n_abs, self.embedder.dimension)
             and len(self._abs_summary)
             == len(self._abs_entities)
@@ -1214,25 +1169,10 @@ class BridgeRAG:
             raise ValueError(
                 "the index files disagree with each other (sizes or dimensions); rebuild the index"
             )
-        stored = read_from_store(self.store, [ids[i] for i in range(n) if alive[i]], "chunks")
-        texts = [""] * n
-        metas: list[dict[str, Any]] = [{} for _ in range(n)]
-        if stored is not None:
-            lookup = {cid: i for i, cid in enumerate(ids)}
-            for cid, text, meta in zip(stored.ids, stored.texts, stored.metadatas, strict=True):
-                i = lookup[cid]
-                texts[i] = text or ""
-                metas[i] = dict(meta or {})
-        self._rows = _Rows(ids=ids, doc_ids=doc_ids, texts=texts, metadatas=metas)
-        self._alive = alive
+        self._table = ChunkTable.restore(chunks, matrix, store=self.store, what="chunks")
         self._row_abstract = row_abstract
-        self._id_to_row = {cid: i for i, cid in enumerate(ids) if alive[i]}
-        self._doc_rows = {}
-        for i, d in enumerate(doc_ids):
-            if alive[i]:
-                self._doc_rows.setdefault(d, []).append(i)
         self.report.counts.update(
-            {"documents": len(self._doc_rows), "chunks": self.num_chunks, "entities": self.num_entities}
+            {"documents": len(self._table.doc_rows), "chunks": self.num_chunks, "entities": self.num_entities}
         )
 
 

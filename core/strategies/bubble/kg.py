@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from core.native.cluster_index import DEFAULT_EXACT_BELOW, ClusterIndex
 from core.embed import Embedder
+from core.native.cluster_index import DEFAULT_EXACT_BELOW, ClusterIndex
 from core.native.graph import Graph
 from core.persist import array_from_bytes, array_to_bytes, json_from_bytes, json_to_bytes
+from core.strategies.bubble.triples import Triple
 from core.strategies.common import embed_in_batches, normalise_rows
 from core.text import normalize_entity
-from core.strategies.bubble.triples import Triple
 
 __all__ = ["KnowledgeGraph"]
 

@@ -4,10 +4,11 @@ Paper: "BubbleRAG: Evidence-Driven Retrieval-Augmented Generation for Black-Box 
 Graphs" (no public code; built from the method).
 
 Build: documents are chunked and embedded into Chroma (as for Bridge-RAG); a knowledge graph
-is extracted from the chunks (:mod:`core.strategies.bubble.triples`: spaCy subject-verb-object and co-occurrence
-triples by default, an LLM's JSON triples when one is given), entities are merged by
-normalised name, and every node and edge is embedded (:mod:`core.strategies.bubble.kg`). A graph can also come
-from networkx with no schema at all (:meth:`BubbleRAG.from_networkx`).
+is extracted from the chunks (:mod:`core.strategies.bubble.triples`: spaCy subject-verb-object
+and co-occurrence triples by default, an LLM's JSON triples when one is given), entities are
+merged by normalised name, and every node and edge is embedded
+(:mod:`core.strategies.bubble.kg`). A graph can also come from networkx with no schema at all
+(:meth:`BubbleRAG.from_networkx`).
 
 Query (the paper's steps):
 
@@ -34,26 +35,22 @@ Query (the paper's steps):
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
-from core.strategies.bubble.blas import single_threaded_blas
-from core.native.cluster_index import DEFAULT_EXACT_BELOW, DEFAULT_PROBE_ROWS
-from core.strategies.bubble.concepts import Concept, TermStatistics, dedupe, llm_concepts, spacy_concepts
 from core.embed import Embedder, as_embedder, embed_query_with
-from core.persist import array_from_bytes, array_to_bytes, json_from_bytes, json_to_bytes, save_index
-from core.strategies.bubble.kg import KnowledgeGraph
 from core.llm import LLM, LLMOutputError, as_llm, complete_json
+from core.native.cluster_index import DEFAULT_EXACT_BELOW, DEFAULT_PROBE_ROWS
 from core.native.scoring import top_k_cosine
+from core.persist import array_from_bytes, array_to_bytes, json_from_bytes, json_to_bytes, save_index
 from core.store import ChunkStore
 from core.strategies.base import (
     COMMON_PROVENANCE_KEYS,
@@ -63,6 +60,10 @@ from core.strategies.base import (
     check_query,
     check_text,
 )
+from core.strategies.bubble.blas import single_threaded_blas
+from core.strategies.bubble.concepts import Concept, TermStatistics, dedupe, llm_concepts, spacy_concepts
+from core.strategies.bubble.kg import KnowledgeGraph
+from core.strategies.bubble.triples import Triple, TripleExtractor, default_triple_extractor
 from core.strategies.common import (
     DOC_ID_KEY,
     ORDER_KEY,
@@ -72,16 +73,15 @@ from core.strategies.common import (
     doc_id_of,
     embed_in_batches,
     jsonable,
-    merge_config,
     normalise_rows,
     open_index,
     public_metadata,
-    read_from_store,
     store_from_meta,
     timed,
 )
+from core.strategies.config import StrategyConfig
+from core.strategies.table import ChunkRows, ChunkTable
 from core.text import chunk_document, make_doc_id
-from core.strategies.bubble.triples import Triple, TripleExtractor, default_triple_extractor
 from core.types import BuildReport, Document, Retrieved
 
 __all__ = ["BubbleConfig", "BubbleRAG", "EvidenceGraph"]
@@ -96,7 +96,7 @@ _CONCEPT_CACHE = 4096  # concept vectors kept between queries
 
 
 @dataclass(frozen=True)
-class BubbleConfig:
+class BubbleConfig(StrategyConfig):
     """Settings of a BubbleRAG index.
 
     Attributes:
@@ -151,18 +151,11 @@ class BubbleConfig:
     llm_time_budget_s: float = 20.0
     max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
 
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.type == "int" and (isinstance(value, bool) or not isinstance(value, int)):
-                raise TypeError(f"BubbleConfig: {f.name} must be an int, got {value!r}")
-            if f.type == "float" and (
-                isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
-            ):
-                raise TypeError(f"BubbleConfig: {f.name} must be a finite number, got {value!r}")
-            if f.type == "bool" and not isinstance(value, bool):
-                raise TypeError(f"BubbleConfig: {f.name} must be a bool, got {value!r}")
-        checks = [
+    finite_floats: ClassVar[bool] = True
+
+    def checks(self) -> list[tuple[str, bool]]:
+        """BubbleRAG's range checks."""
+        return [
             ("chunk_size must be >= 1", self.chunk_size >= 1),
             ("chunk_overlap must be >= 0 and below chunk_size", 0 <= self.chunk_overlap < self.chunk_size),
             ("k must be >= 1", self.k >= 1),
@@ -190,15 +183,6 @@ class BubbleConfig:
             ("llm_depth and llm_frontier must be >= 0", self.llm_depth >= 0 and self.llm_frontier >= 0),
             ("max_query_chars must be >= 1", self.max_query_chars >= 1),
         ]
-        for message, ok in checks:
-            if not ok:
-                raise ValueError(f"BubbleConfig: {message}")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> BubbleConfig:
-        """Builds a config from a mapping, ignoring unknown keys."""
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 @dataclass
@@ -222,14 +206,6 @@ class EvidenceGraph:
     covered: list[str]
     kind: str
     expanded_edges: list[int] = field(default_factory=list)
-
-
-@dataclass
-class _Chunks:
-    ids: list[str] = field(default_factory=list)
-    doc_ids: list[str] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
-    metadatas: list[dict[str, Any]] = field(default_factory=list)
 
 
 class BubbleRAG:
@@ -280,10 +256,7 @@ class BubbleRAG:
         self.kg = KnowledgeGraph(embedder.dimension)
         self.terms = TermStatistics()
         self._lock = threading.RLock()
-        self._chunks = _Chunks()
-        self._matrix: FloatMatrix = np.zeros((0, embedder.dimension), dtype=np.float32)
-        self._alive = np.zeros(0, dtype=bool)
-        self._doc_rows: dict[str, list[int]] = {}
+        self._table = ChunkTable(embedder.dimension)
         self._nlp: Any = None
         self._concept_cache: dict[str, FloatMatrix] = {}
 
@@ -305,7 +278,7 @@ class BubbleRAG:
     @property
     def num_chunks(self) -> int:
         """Live chunks."""
-        return int(self._alive.sum())
+        return int(self._table.alive.sum())
 
     @property
     def triple_extractor(self) -> TripleExtractor:
@@ -351,7 +324,7 @@ class BubbleRAG:
         Raises:
             ValueError: Empty corpus, documents without text, or duplicate document ids.
         """
-        cfg = merge_config(BubbleConfig, config, config_overrides, "BubbleRAG")
+        cfg = BubbleConfig.merged(config, config_overrides, "BubbleRAG")
         docs = list(documents)
         emb = as_embedder(embedder)
         if store is None:
@@ -384,7 +357,7 @@ class BubbleRAG:
         Raises:
             ValueError: The collection is empty or its dimension differs from the embedder's.
         """
-        cfg = merge_config(BubbleConfig, config, config_overrides, "BubbleRAG")
+        cfg = BubbleConfig.merged(config, config_overrides, "BubbleRAG")
         emb = as_embedder(embedder)
         rag = cls(
             store, emb, config=cfg, triple_extractor=triple_extractor, llm=llm, show_progress=show_progress
@@ -398,7 +371,7 @@ class BubbleRAG:
                 f"the collection's embeddings have dimension {stored.embeddings.shape[1]}, but the embedder "
                 f"produces {emb.dimension}; pass the embedder the collection was built with"
             )
-        chunks = _Chunks()
+        chunks = ChunkRows()
         for cid, text, meta in zip(stored.ids, stored.texts, stored.metadatas, strict=True):
             public = public_metadata(meta)
             chunks.ids.append(cid)
@@ -444,7 +417,7 @@ class BubbleRAG:
             The strategy. Without ``documents`` each result is one evidence graph, its
             triples as the text.
         """
-        cfg = merge_config(BubbleConfig, config, config_overrides, "BubbleRAG")
+        cfg = BubbleConfig.merged(config, config_overrides, "BubbleRAG")
         emb = as_embedder(embedder)
         rag = cls(None, emb, config=cfg, llm=llm, show_progress=show_progress)
         docs = list(documents or [])
@@ -481,15 +454,13 @@ class BubbleRAG:
             texts = [d.text for d in docs]
             with timed(rag.report, "embed chunks"):
                 vectors = embed_in_batches(emb, texts, show_progress=show_progress)
-            rag._chunks = _Chunks(
+            rows = ChunkRows(
                 ids=[f"{did}::0" for did in position],
                 doc_ids=list(position),
                 texts=texts,
                 metadatas=[dict(d.metadata) for d in docs],
             )
-            rag._matrix = normalise_rows(vectors)
-            rag._alive = np.ones(len(docs), dtype=bool)
-            rag._doc_rows = {d: [i] for i, d in enumerate(position)}
+            rag._table.append(rows, normalise_rows(vectors))
             rag.terms.add(texts)
         else:
             rag.terms.add(rag.kg.node_names)
@@ -520,14 +491,12 @@ class BubbleRAG:
         doc_ids = check_doc_ids(doc_ids)
         store = self._require_store("delete_documents")
         with self._lock:
-            rows = [r for d in doc_ids for r in self._doc_rows.get(str(d), [])]
+            rows = sorted({r for d in doc_ids for r in self._table.doc_rows.get(d, [])})
             if not rows:
                 return 0
-            store.delete([self._chunks.ids[r] for r in rows])
-            self._alive[rows] = False
+            store.delete([self._table.ids[r] for r in rows])
+            self._table.remove_documents(doc_ids)
             self.kg.remove_chunks(rows)
-            for d in doc_ids:
-                self._doc_rows.pop(str(d), None)
             self._count()
         self._autosave()
         return len(rows)
@@ -606,7 +575,7 @@ class BubbleRAG:
         include_triples: bool,
     ) -> list[Retrieved]:
         cegs, fallback = self._search(text, qv, concepts, known)
-        if self._chunks.ids:
+        if self._table.ids:
             out = self._rank_chunks(qv, k, concepts, cegs, fallback)
         else:
             out = [self._ceg_result(i, c, concepts) for i, c in enumerate(cegs[:k])]
@@ -856,7 +825,7 @@ class BubbleRAG:
         cegs: list[EvidenceGraph],
         fallback: str | None,
     ) -> list[Retrieved]:
-        cfg, kg, alive = self.config, self.kg, self._alive
+        cfg, kg, alive = self.config, self.kg, self._table.alive
         if not alive.any():
             return []
         evidence: dict[int, tuple[float, int]] = {}
@@ -877,11 +846,11 @@ class BubbleRAG:
                             evidence[row] = (0.5 * weight, rank)
         cand = np.asarray(sorted(evidence), dtype=np.int64)
         if cfg.dense_pool > 0:
-            dense_ids, _ = top_k_cosine(qv, self._matrix, np.flatnonzero(alive), cfg.dense_pool)
+            dense_ids, _ = top_k_cosine(qv, self._table.matrix, np.flatnonzero(alive), cfg.dense_pool)
             cand = np.union1d(cand, dense_ids.astype(np.int64))
         if cand.size == 0:
             return []
-        ids, cos = top_k_cosine(qv, self._matrix, cand, int(cand.size))
+        ids, cos = top_k_cosine(qv, self._table.matrix, cand, int(cand.size))
         ev = np.asarray([evidence.get(int(r), (0.0, -1))[0] for r in ids], dtype=np.float64)
         total = cos.astype(np.float64) + cfg.evidence_weight * ev
         order = np.lexsort((ids, -total))[:k]
@@ -890,8 +859,8 @@ class BubbleRAG:
         for i in order:
             row = int(ids[i])
             rank = evidence.get(row, (0.0, -1))[1]
-            meta = dict(self._chunks.metadatas[row])
-            meta.setdefault(DOC_ID_KEY, self._chunks.doc_ids[row])
+            meta = dict(self._table.metadatas[row])
+            meta.setdefault(DOC_ID_KEY, self._table.doc_ids[row])
             meta.update(
                 {
                     "strategy": self.name,
@@ -909,8 +878,8 @@ class BubbleRAG:
             )
             out.append(
                 Retrieved(
-                    id=self._chunks.ids[row],
-                    text=self._chunks.texts[row],
+                    id=self._table.ids[row],
+                    text=self._table.texts[row],
                     score=float(total[i]),
                     metadata=meta,
                 )
@@ -957,7 +926,7 @@ class BubbleRAG:
         if first_build and not docs:
             raise ValueError("cannot build an index from an empty corpus; pass at least one document")
         store = self._require_store("indexing documents")
-        chunks = _Chunks()
+        chunks = ChunkRows()
         doc_ids: list[str] = []
         seen: set[str] = set()
         with timed(self.report, "chunk"):
@@ -971,7 +940,7 @@ class BubbleRAG:
                     raise ValueError(f"document {i} (id {doc.id!r}) has no text; remove it or give it text")
                 check_text(doc.text, f"document {i} (id {doc.id!r})")
                 did = doc.id if doc.id is not None else make_doc_id(doc.text)
-                if did in seen or did in self._doc_rows:
+                if did in seen or did in self._table.doc_rows:
                     hint = " (two documents have the same text and no id)" if doc.id is None else ""
                     raise ValueError(f"duplicate document id {did!r}{hint}; document ids must be unique")
                 seen.add(did)
@@ -997,10 +966,10 @@ class BubbleRAG:
         self._extend(chunks, normalise_rows(vectors))
         return doc_ids
 
-    def _extend(self, chunks: _Chunks, vectors: FloatMatrix) -> None:
+    def _extend(self, chunks: ChunkRows, vectors: FloatMatrix) -> None:
         """Adds chunk rows (already in Chroma) and their triples to the graph."""
         with self._lock:
-            base = len(self._chunks.ids)
+            base = len(self._table.ids)
             titles = [_title(m) for m in chunks.metadatas]
             with timed(self.report, "triples"):
                 found = self.triple_extractor.extract(chunks.texts, titles)
@@ -1020,20 +989,13 @@ class BubbleRAG:
             with timed(self.report, "anchor index"):
                 self.kg.anchor_indexes(self.config.anchor_exact_below)
             self.terms.add(chunks.texts)
-            self._chunks.ids += chunks.ids
-            self._chunks.doc_ids += chunks.doc_ids
-            self._chunks.texts += chunks.texts
-            self._chunks.metadatas += chunks.metadatas
-            for i, d in enumerate(chunks.doc_ids):
-                self._doc_rows.setdefault(d, []).append(base + i)
-            self._matrix = np.ascontiguousarray(np.vstack([self._matrix, vectors]), dtype=np.float32)
-            self._alive = np.concatenate([self._alive, np.ones(len(chunks.ids), dtype=bool)])
+            self._table.append(chunks, vectors)
             self._count()
 
     def _count(self) -> None:
         self.report.counts.update(
             {
-                "documents": len(self._doc_rows),
+                "documents": len(self._table.doc_rows),
                 "chunks": self.num_chunks,
                 "nodes": self.kg.num_nodes,
                 "edges": self.kg.num_edges,
@@ -1050,20 +1012,13 @@ class BubbleRAG:
         with self._lock:
             files = {
                 **self.kg.to_files(),
-                "chunk_embeddings.npy": array_to_bytes(self._matrix),
-                "chunks.json": json_to_bytes(
-                    {
-                        "ids": self._chunks.ids,
-                        "doc_ids": self._chunks.doc_ids,
-                        "alive": self._alive.astype(int).tolist(),
-                        # Graphs built without a store keep their chunk texts here.
-                        "texts": self._chunks.texts if self.store is None else None,
-                    }
-                ),
+                "chunk_embeddings.npy": array_to_bytes(self._table.matrix),
+                # Graphs built without a store keep their chunk texts here.
+                "chunks.json": json_to_bytes(self._table.to_json(with_texts=self.store is None)),
                 "terms.json": json_to_bytes({"df": dict(self.terms.df), "documents": self.terms.documents}),
             }
             meta = {
-                "config": asdict(self.config),
+                "config": self.config.to_dict(),
                 "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
                 "store": None
                 if self.store is None
@@ -1108,7 +1063,7 @@ class BubbleRAG:
     def _restore(self, files: Mapping[str, bytes]) -> None:
         self.kg = KnowledgeGraph.from_files(files, self.embedder.dimension)
         try:
-            self._matrix = array_from_bytes(files["chunk_embeddings.npy"], dtype=np.float32, ndim=2)
+            matrix = array_from_bytes(files["chunk_embeddings.npy"], dtype=np.float32, ndim=2)
             chunks = json_from_bytes(files["chunks.json"])
             terms = json_from_bytes(files["terms.json"])
             ids = [str(x) for x in chunks["ids"]]
@@ -1126,8 +1081,8 @@ class BubbleRAG:
         if (
             len(doc_ids) != n
             or alive.shape != (n,)
-            or self._matrix.shape != (n, self.embedder.dimension)
-            or not np.isfinite(self._matrix).all()
+            or matrix.shape != (n, self.embedder.dimension)
+            or not np.isfinite(matrix).all()
         ):
             raise ValueError(
                 "the index files disagree with each other (sizes or dimensions); rebuild the index"
@@ -1136,23 +1091,12 @@ class BubbleRAG:
             r >= n for rows in self.kg.node_chunks for r in rows
         ):
             raise ValueError("the graph names chunks the index does not hold; rebuild the index")
-        texts = [""] * n
-        metas: list[dict[str, Any]] = [{} for _ in range(n)]
-        if self.store is not None:
-            stored = read_from_store(self.store, [ids[i] for i in range(n) if alive[i]], "chunks")
-            if stored is not None:
-                lookup = {cid: i for i, cid in enumerate(ids)}
-                for cid, text, meta in zip(stored.ids, stored.texts, stored.metadatas, strict=True):
-                    texts[lookup[cid]] = text or ""
-                    metas[lookup[cid]] = dict(meta or {})
-        elif isinstance(saved_texts, list) and len(saved_texts) == n:
-            texts = [str(t) for t in saved_texts]
-        self._chunks = _Chunks(ids=ids, doc_ids=doc_ids, texts=texts, metadatas=metas)
-        self._alive = alive
-        self._doc_rows = {}
-        for i, d in enumerate(doc_ids):
-            if alive[i]:
-                self._doc_rows.setdefault(d, []).append(i)
+        given = (
+            saved_texts
+            if self.store is None and isinstance(saved_texts, list) and len(saved_texts) == n
+            else None
+        )
+        self._table = ChunkTable.restore(chunks, matrix, store=self.store, what="chunks", texts=given)
         self._count()
 
     def _autosave(self) -> None:

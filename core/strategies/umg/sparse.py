@@ -213,8 +213,6 @@ class SpladeExpert:
     def __init__(
         self, model: str | os.PathLike[str] | None = None, *, max_length: int = 256, batch_size: int = 16
     ):
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         try:
             import torch
             from transformers import AutoModelForMaskedLM, AutoTokenizer
@@ -227,8 +225,9 @@ class SpladeExpert:
             raise FileNotFoundError(f"no SPLADE model folder at {str(path)!r}")
         self.path = path
         self._torch = torch
-        self.tokenizer: Any = AutoTokenizer.from_pretrained(str(path))
-        self.model: Any = AutoModelForMaskedLM.from_pretrained(str(path)).eval()
+        # Local files only: nothing is downloaded, and no process-wide setting is changed.
+        self.tokenizer: Any = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        self.model: Any = AutoModelForMaskedLM.from_pretrained(str(path), local_files_only=True).eval()
         self.max_length, self.batch_size = max_length, batch_size
         self.matrix: Any = None
         self._lock = threading.Lock()

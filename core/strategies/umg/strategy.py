@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 
 from core.embed import Embedder, as_embedder
 from core.native.fusion import fuse_weighted, merge_intervals, rrf_fuse
+from core.native.scoring import top_k_cosine
 from core.persist import (
     array_from_bytes,
     array_to_bytes,
@@ -40,8 +41,6 @@ from core.persist import (
     json_to_bytes,
     save_index,
 )
-from core.native.scoring import top_k_cosine
-from core.strategies.umg.sparse import BM25Expert, SpladeExpert
 from core.store import ChunkStore
 from core.strategies.base import (
     COMMON_PROVENANCE_KEYS,
@@ -57,14 +56,16 @@ from core.strategies.common import (
     default_store,
     documents_from_chunks,
     embed_in_batches,
-    merge_config,
+    normalise_rows,
     open_index,
-    read_from_store,
     store_from_meta,
 )
-from core.types import BuildReport, Document, Retrieved
+from core.strategies.config import StrategyConfig
+from core.strategies.table import ChunkRows, ChunkTable
+from core.strategies.umg.sparse import BM25Expert, SpladeExpert
 from core.strategies.umg.uncertainty import entropy_confidence, minmax_normalize, standardize
 from core.strategies.umg.units import UnitTable, build_units
+from core.types import BuildReport, Document, Retrieved
 
 __all__ = ["UMGRAG", "UMGConfig"]
 
@@ -74,7 +75,7 @@ INDEX_VERSION = 1
 
 
 @dataclass(frozen=True)
-class UMGConfig:
+class UMGConfig(StrategyConfig):
     """Settings of a UMG-RAG index.
 
     Attributes:
@@ -100,27 +101,10 @@ class UMGConfig:
     promotion_pool: int = 10
     max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
 
-    def __post_init__(self) -> None:
-        for name in (
-            "k",
-            "candidates",
-            "fine_max",
-            "parent_granularity",
-            "promotion_pool",
-            "max_query_chars",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"UMGConfig: {name} must be an int, got {value!r}")
-        if not isinstance(self.parent_promotion, bool):
-            raise TypeError(f"UMGConfig: parent_promotion must be a bool, got {self.parent_promotion!r}")
-        if isinstance(self.temperature, bool) or not isinstance(self.temperature, int | float):
-            raise TypeError(f"UMGConfig: temperature must be a number, got {self.temperature!r}")
-        if any(isinstance(g, bool) or not isinstance(g, int) for g in self.granularities):
-            raise TypeError(f"UMGConfig: granularities must be ints, got {self.granularities!r}")
-        gs = tuple(self.granularities)
-        object.__setattr__(self, "granularities", gs)
-        checks = [
+    def checks(self) -> list[tuple[str, bool]]:
+        """UMG-RAG's range checks."""
+        gs = self.granularities
+        return [
             (
                 "granularities must be distinct positive ints",
                 bool(gs) and len(set(gs)) == len(gs) and min(gs) >= 1,
@@ -132,18 +116,6 @@ class UMGConfig:
             ("promotion_pool must be >= 1", self.promotion_pool >= 1),
             ("max_query_chars must be >= 1", self.max_query_chars >= 1),
         ]
-        for message, ok in checks:
-            if not ok:
-                raise ValueError(f"UMGConfig: {message}")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> UMGConfig:
-        """Builds a config from a mapping, ignoring unknown keys."""
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        if "granularities" in values:
-            values["granularities"] = tuple(values["granularities"])
-        return cls(**values)
 
 
 @dataclass
@@ -192,10 +164,7 @@ class UMGRAG:
         self.persist_path: Path | None = None
         self._lock = threading.RLock()
         self._units = UnitTable(by_granularity={g: [] for g in self.config.granularities})
-        self._ids: list[str] = []
-        self._unit_meta: list[dict[str, Any]] = []
-        self._matrix: FloatMatrix = np.zeros((0, embedder.dimension), dtype=np.float32)
-        self._alive = np.zeros(0, dtype=bool)
+        self._table = ChunkTable(embedder.dimension)
         self._bm25: dict[int, BM25Expert] = {}
         self._parent_of: Any = None
 
@@ -213,7 +182,7 @@ class UMGRAG:
     @property
     def num_units(self) -> int:
         """Live units (all granularities, shared spans counted once)."""
-        return int(self._alive.sum())
+        return int(self._table.alive.sum())
 
     @property
     def experts(self) -> list[str]:
@@ -259,7 +228,7 @@ class UMGRAG:
             ValueError: Empty corpus, documents without text, duplicate ids, or an ``llm``.
         """
         _refuse_llm(llm)
-        cfg = merge_config(UMGConfig, config, config_overrides, "UMG-RAG")
+        cfg = UMGConfig.merged(config, config_overrides, "UMG-RAG")
         emb = as_embedder(embedder)
         if store is None:
             store = default_store(persist_directory, collection_name, index_name="umg", label="UMG-RAG")
@@ -338,7 +307,12 @@ class UMGRAG:
                 "collection, or delete it"
             )
         return cls.from_documents(
-            docs, embedder=emb, store=target, splade=splade, config=config, show_progress=show_progress,
+            docs,
+            embedder=emb,
+            store=target,
+            splade=splade,
+            config=config,
+            show_progress=show_progress,
             **config_overrides,
         )
 
@@ -357,13 +331,11 @@ class UMGRAG:
         """Removes documents' units from Chroma and from every expert; returns units removed."""
         wanted = set(check_doc_ids(doc_ids))
         with self._lock:
-            rows = [u for u, d in enumerate(self._units.doc_ids) if d in wanted and self._alive[u]]
+            rows = sorted({r for d in wanted for r in self._table.doc_rows.get(d, [])})
             if not rows:
                 return 0
-            self.store.delete([self._ids[u] for u in rows])
-            alive = self._alive.copy()
-            alive[rows] = False
-            self._alive = alive
+            self.store.delete([self._table.ids[u] for u in rows])
+            self._table.remove_documents(wanted)
         if self.persist_path is not None:
             self.save(self.persist_path)
         return len(rows)
@@ -372,7 +344,7 @@ class UMGRAG:
         from core.text import make_doc_id
 
         with self._lock:
-            known = {d for d, alive in zip(self._units.doc_ids, self._alive, strict=True) if alive}
+            known = set(self._table.doc_rows)
             pairs: list[tuple[str, str]] = []
             metas: dict[str, dict[str, Any]] = {}
             for i, doc in enumerate(docs):
@@ -432,14 +404,9 @@ class UMGRAG:
             u.sent_end += new.sent_end
             u.char_start += new.char_start
             u.char_end += new.char_end
-            u.texts += new.texts
             u.granularities += new.granularities
-            self._ids += ids
-            self._unit_meta += unit_meta
-            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-            norms[norms == 0] = 1.0
-            self._matrix = np.ascontiguousarray(np.vstack([self._matrix, vectors / norms]), dtype=np.float32)
-            self._alive = np.concatenate([self._alive, np.ones(len(ids), dtype=bool)])
+            rows = ChunkRows(ids, list(new.doc_ids), list(new.texts), unit_meta)
+            self._table.append(rows, normalise_rows(vectors))
             for g, members in new.by_granularity.items():
                 u.by_granularity.setdefault(g, []).extend(base + m for m in members)
             self._parent_of = None
@@ -471,7 +438,7 @@ class UMGRAG:
             self.config.granularities, desc="BM25 indexes", disable=not self.show_progress, leave=False
         ):
             expert = BM25Expert()
-            expert.index([self._units.texts[u] for u in self._units.by_granularity.get(g, [])])
+            expert.index([self._table.texts[u] for u in self._units.by_granularity.get(g, [])])
             self._bm25[g] = expert
 
     # ------------------------------------------------------------------ query
@@ -530,9 +497,11 @@ class UMGRAG:
             raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
         text = check_query(query, self.config.max_query_chars)
         k = check_k(k, self.config.k)
-        parent_promotion = self.config.parent_promotion if parent_promotion is None else bool(parent_promotion)
-        query_vector = check_query_vector(query_vector, self._matrix.shape[1])
-        if not self._alive.any():
+        parent_promotion = (
+            self.config.parent_promotion if parent_promotion is None else bool(parent_promotion)
+        )
+        query_vector = check_query_vector(query_vector, self._table.matrix.shape[1])
+        if not self._table.alive.any():
             return []
         lists = self.expert_lists(text, query_vector)
         if not lists:
@@ -601,7 +570,7 @@ class UMGRAG:
             raise ValueError(
                 f"granularity {g} is not indexed; choose one of {list(self.config.granularities)}"
             )
-        cfg, alive = self.config, self._alive
+        cfg, alive = self.config, self._table.alive
         rows = self._units.rows(g)
         rows = rows[alive[rows]] if rows.size else rows
         lists: list[_List] = []
@@ -611,7 +580,7 @@ class UMGRAG:
             if expert == "dense":
                 if query_vector is None:
                     raise ValueError("the dense expert needs the query vector")
-                ids, sims = top_k_cosine(query_vector, self._matrix, rows, cfg.candidates)
+                ids, sims = top_k_cosine(query_vector, self._table.matrix, rows, cfg.candidates)
                 lists.append(self._make_list("dense", g, ids, sims))
             elif expert == "bm25":
                 local, scores = self._bm25[g].search(text, cfg.candidates + int((~alive).sum()))
@@ -675,7 +644,7 @@ class UMGRAG:
             hit = np.flatnonzero(li.ids == u)
             if hit.size:
                 expert_scores[key] = float(li.scores[hit[0]])
-        meta = dict(self._unit_meta[u])
+        meta = dict(self._table.metadatas[u])
         meta.update(
             {
                 "strategy": variant,
@@ -686,7 +655,7 @@ class UMGRAG:
                 "promoted": promoted,
             }
         )
-        return Retrieved(id=self._ids[u], text=self._units.texts[u], score=score, metadata=meta)
+        return Retrieved(id=self._table.ids[u], text=self._table.texts[u], score=score, metadata=meta)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -696,18 +665,16 @@ class UMGRAG:
             files: dict[str, bytes] = {
                 "units.json": json_to_bytes(
                     {
-                        "ids": self._ids,
-                        "doc_ids": u.doc_ids,
+                        **self._table.to_json(),
                         "sent_start": u.sent_start,
                         "sent_end": u.sent_end,
                         "char_start": u.char_start,
                         "char_end": u.char_end,
                         "granularities": u.granularities,
                         "by_granularity": {str(g): m for g, m in u.by_granularity.items()},
-                        "alive": self._alive.astype(int).tolist(),
                     }
                 ),
-                "unit_embeddings.npy": array_to_bytes(self._matrix),
+                "unit_embeddings.npy": array_to_bytes(self._table.matrix),
             }
             for g, expert in self._bm25.items():
                 for name, blob in expert.to_files().items():
@@ -716,7 +683,7 @@ class UMGRAG:
                 for name, blob in self.splade.to_files().items():
                     files[f"splade.{name}"] = blob
             meta = {
-                "config": {**asdict(self.config), "granularities": list(self.config.granularities)},
+                "config": self.config.to_dict(),
                 "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
                 "store": {"collection": self.store.name, "location": dict(self.store.location)},
                 "splade": None if self.splade is None else str(self.splade.path),
@@ -767,20 +734,18 @@ class UMGRAG:
     def _restore(self, files: Mapping[str, bytes]) -> None:
         try:
             data = json_from_bytes(files["units.json"])
-            self._ids = [str(x) for x in data["ids"]]
-            n = len(self._ids)
+            n = len(data["ids"])
             self._units = UnitTable(
                 doc_ids=[str(x) for x in data["doc_ids"]],
                 sent_start=[int(x) for x in data["sent_start"]],
                 sent_end=[int(x) for x in data["sent_end"]],
                 char_start=[int(x) for x in data["char_start"]],
                 char_end=[int(x) for x in data["char_end"]],
-                texts=[""] * n,
                 granularities=[[int(g) for g in gs] for gs in data["granularities"]],
                 by_granularity={int(g): [int(x) for x in m] for g, m in data["by_granularity"].items()},
             )
-            self._alive = np.asarray(data["alive"], dtype=bool)
-            self._matrix = array_from_bytes(files["unit_embeddings.npy"], dtype=np.float32, ndim=2)
+            alive = np.asarray(data["alive"], dtype=bool)
+            matrix = array_from_bytes(files["unit_embeddings.npy"], dtype=np.float32, ndim=2)
             for g in self.config.granularities:
                 prefix = f"bm25_g{g}."
                 self._bm25[g] = BM25Expert.from_files(
@@ -796,19 +761,13 @@ class UMGRAG:
             raise ValueError(f"the index files are malformed ({exc}); rebuild it") from exc
         u = self._units
         sizes = {len(u.doc_ids), len(u.sent_start), len(u.sent_end), len(u.char_start), len(u.granularities)}
-        if sizes != {n} or self._alive.shape != (n,) or self._matrix.shape != (n, self.embedder.dimension):
+        if sizes != {n} or alive.shape != (n,) or matrix.shape != (n, self.embedder.dimension):
             raise ValueError(
                 "the index files disagree with each other (sizes or dimensions); rebuild the index"
             )
         if any(m < 0 or m >= n for members in u.by_granularity.values() for m in members):
             raise ValueError("the index refers to units that do not exist; rebuild the index")
-        stored = read_from_store(self.store, [self._ids[i] for i in range(n) if self._alive[i]], "units")
-        self._unit_meta = [{} for _ in range(n)]
-        if stored is not None:
-            row = {cid: i for i, cid in enumerate(self._ids)}
-            for cid, text, m in zip(stored.ids, stored.texts, stored.metadatas, strict=True):
-                u.texts[row[cid]] = text or ""
-                self._unit_meta[row[cid]] = dict(m or {})
+        self._table = ChunkTable.restore(data, matrix, store=self.store, what="units")
         self._parent_of = None
 
 
