@@ -10,7 +10,7 @@ or the new one (callers hold their own write lock).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,8 +18,11 @@ import numpy as np
 import numpy.typing as npt
 
 from core.store import ChunkStore
+from core.strategies.base import check_text
+from core.text import chunk_document, make_doc_id
+from core.types import Document
 
-__all__ = ["ChunkRows", "ChunkTable"]
+__all__ = ["ChunkRows", "ChunkTable", "check_new_documents", "chunk_new_documents", "stored_rows"]
 
 FloatMatrix = npt.NDArray[np.float32]
 
@@ -193,3 +196,102 @@ class ChunkTable:
                 table.id_to_row[cid] = i
                 table.doc_rows.setdefault(did, []).append(i)
         return table
+
+
+def check_new_documents(docs: Sequence[Any], known: Container[str]) -> list[tuple[str, Document]]:
+    """Validates documents to index and gives each its id (derived from the text when it has none).
+
+    Args:
+        docs: The documents.
+        known: Ids already indexed.
+
+    Returns:
+        ``(document id, document)`` pairs, in order.
+
+    Raises:
+        TypeError: An item is not a :class:`core.types.Document`.
+        ValueError: A document has no text or invalid Unicode, or an id is repeated or taken.
+    """
+    out: list[tuple[str, Document]] = []
+    seen: set[str] = set()
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, Document):
+            raise TypeError(
+                f"document {i} is a {type(doc).__name__}; pass core.types.Document objects "
+                "(the framework adapters convert LangChain / LlamaIndex documents)"
+            )
+        if not isinstance(doc.text, str) or not doc.text.strip():
+            raise ValueError(f"document {i} (id {doc.id!r}) has no text; remove it or give it text")
+        check_text(doc.text, f"document {i} (id {doc.id!r})")
+        did = doc.id if doc.id is not None else make_doc_id(doc.text)
+        if did in seen or did in known:
+            hint = " (two documents have the same text and no id)" if doc.id is None else ""
+            raise ValueError(f"duplicate document id {did!r}{hint}; document ids must be unique")
+        seen.add(did)
+        out.append((did, doc))
+    return out
+
+
+def chunk_new_documents(
+    docs: Sequence[Any], known: Container[str], *, chunk_size: int, chunk_overlap: int
+) -> tuple[list[str], ChunkRows]:
+    """Validates documents and splits them into chunk rows with bridge-rag's chunk metadata.
+
+    Every chunk's metadata is its document's plus ``doc_id``, ``chunk_order``,
+    ``start_index`` and ``end_index``.
+
+    Returns:
+        The document ids and the rows.
+
+    Raises:
+        TypeError, ValueError: As :func:`check_new_documents`.
+    """
+    from core.strategies.common import DOC_ID_KEY, ORDER_KEY
+
+    rows = ChunkRows()
+    pairs = check_new_documents(docs, known)
+    for did, doc in pairs:
+        for ch in chunk_document(doc, doc_id=did, chunk_size=chunk_size, chunk_overlap=chunk_overlap):
+            meta = dict(ch.metadata)
+            meta.update({DOC_ID_KEY: did, ORDER_KEY: ch.order, "start_index": ch.start, "end_index": ch.end})
+            rows.ids.append(ch.id)
+            rows.doc_ids.append(did)
+            rows.texts.append(ch.text)
+            rows.metadatas.append(meta)
+    return [did for did, _ in pairs], rows
+
+
+def stored_rows(store: ChunkStore, dimension: int, *, ordered: bool) -> tuple[ChunkRows, FloatMatrix]:
+    """The chunks already in a Chroma collection as rows, with their unit-length vectors.
+
+    Nothing is re-embedded. A chunk's document is its ``doc_id`` / ``source`` /
+    ``ref_doc_id`` metadata, else its own id (:func:`core.strategies.common.doc_id_of`).
+
+    Args:
+        store: The collection.
+        dimension: The embedder's dimension, which the stored vectors must have.
+        ordered: Group the rows by document in chunk order
+            (:func:`core.strategies.common.collection_order`) instead of the collection's order.
+
+    Raises:
+        ValueError: The collection is empty, or its vectors have another dimension.
+    """
+    from core.strategies.common import collection_order, doc_id_of, normalise_rows, public_metadata
+
+    stored = store.get(include_embeddings=True)
+    if not stored.ids:
+        raise ValueError("the Chroma collection is empty; add documents first or use from_documents")
+    assert stored.embeddings is not None
+    if stored.embeddings.shape[1] != dimension:
+        raise ValueError(
+            f"the collection's embeddings have dimension {stored.embeddings.shape[1]}, but the embedder "
+            f"produces {dimension}; pass the embedder the collection was built with"
+        )
+    order = collection_order(stored.ids, stored.metadatas) if ordered else list(range(len(stored.ids)))
+    rows = ChunkRows(
+        ids=[stored.ids[i] for i in order],
+        doc_ids=[doc_id_of(stored.ids[i], stored.metadatas[i]) for i in order],
+        texts=[stored.texts[i] or "" for i in order],
+        metadatas=[public_metadata(stored.metadatas[i]) for i in order],
+    )
+    return rows, normalise_rows(stored.embeddings[order])

@@ -57,29 +57,24 @@ from core.strategies.base import (
     check_doc_ids,
     check_k,
     check_query,
-    check_text,
 )
 from core.strategies.bridge.abstracts import AbstractWriter
 from core.strategies.bridge.hierarchy import group_by_meaning, weighted_centroids
 from core.strategies.common import (
     DOC_ID_KEY,
-    ORDER_KEY,
     check_embedder,
     check_query_vector,
-    collection_order,
     default_store,
-    doc_id_of,
     embed_in_batches,
     jsonable,
     normalise_rows,
     open_index,
-    public_metadata,
     store_from_meta,
     timed,
 )
 from core.strategies.config import StrategyConfig
-from core.strategies.table import ChunkRows, ChunkTable
-from core.text import chunk_document, make_doc_id, query_ngrams, title_entities
+from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
+from core.text import query_ngrams, title_entities
 from core.types import BuildReport, Document, Retrieved
 
 __all__ = ["BridgeConfig", "BridgeRAG"]
@@ -390,23 +385,8 @@ class BridgeRAG:
             store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=show_progress
         )
         with timed(rag.report, "read collection"):
-            stored = store.get(include_embeddings=True)
-        if not stored.ids:
-            raise ValueError("the Chroma collection is empty; add documents first or use from_documents")
-        assert stored.embeddings is not None
-        if stored.embeddings.shape[1] != emb.dimension:
-            raise ValueError(
-                f"the collection's embeddings have dimension {stored.embeddings.shape[1]}, but the embedder "
-                f"produces {emb.dimension}; pass the embedder the collection was built with"
-            )
-        order = collection_order(stored.ids, stored.metadatas)
-        rows = ChunkRows(
-            ids=[stored.ids[i] for i in order],
-            doc_ids=[doc_id_of(stored.ids[i], stored.metadatas[i]) for i in order],
-            texts=[stored.texts[i] or "" for i in order],
-            metadatas=[public_metadata(stored.metadatas[i]) for i in order],
-        )
-        rag._extend(rows, normalise_rows(stored.embeddings[order]), first_build=True)
+            rows, vectors = stored_rows(store, emb.dimension, ordered=True)
+        rag._extend(rows, vectors, first_build=True)
         return rag
 
     # ------------------------------------------------------------------ updates
@@ -694,37 +674,13 @@ class BridgeRAG:
     def _index_new_documents(self, docs: list[Document], *, first_build: bool) -> list[str]:
         if first_build and not docs:
             raise ValueError("cannot build an index from an empty corpus; pass at least one document")
-        doc_ids: list[str] = []
-        rows = ChunkRows()
-        seen: set[str] = set()
         with timed(self.report, "chunk"):
-            for i, doc in enumerate(docs):
-                if not isinstance(doc, Document):
-                    raise TypeError(
-                        f"document {i} is a {type(doc).__name__}; pass core.types.Document objects "
-                        "(the framework adapters convert LangChain / LlamaIndex documents)"
-                    )
-                if not isinstance(doc.text, str) or not doc.text.strip():
-                    raise ValueError(f"document {i} (id {doc.id!r}) has no text; remove it or give it text")
-                check_text(doc.text, f"document {i} (id {doc.id!r})")
-                did = doc.id if doc.id is not None else make_doc_id(doc.text)
-                if did in seen or did in self._table.doc_rows:
-                    hint = " (two documents have the same text and no id)" if doc.id is None else ""
-                    raise ValueError(f"duplicate document id {did!r}{hint}; document ids must be unique")
-                seen.add(did)
-                doc_ids.append(did)
-                for ch in chunk_document(
-                    doc,
-                    doc_id=did,
-                    chunk_size=self.config.chunk_size,
-                    chunk_overlap=self.config.chunk_overlap,
-                ):
-                    meta = dict(ch.metadata)
-                    meta.update({DOC_ID_KEY: did, ORDER_KEY: ch.order, START_KEY: ch.start, END_KEY: ch.end})
-                    rows.ids.append(ch.id)
-                    rows.doc_ids.append(did)
-                    rows.texts.append(ch.text)
-                    rows.metadatas.append(meta)
+            doc_ids, rows = chunk_new_documents(
+                docs,
+                self._table.doc_rows,
+                chunk_size=self.config.chunk_size,
+                chunk_overlap=self.config.chunk_overlap,
+            )
         with timed(self.report, "embed"):
             embeddings = embed_in_batches(self.embedder, rows.texts, show_progress=self.show_progress)
         with timed(self.report, "store"):

@@ -58,7 +58,6 @@ from core.strategies.base import (
     check_doc_ids,
     check_k,
     check_query,
-    check_text,
 )
 from core.strategies.bubble.blas import single_threaded_blas
 from core.strategies.bubble.concepts import Concept, TermStatistics, dedupe, llm_concepts, spacy_concepts
@@ -66,22 +65,19 @@ from core.strategies.bubble.kg import KnowledgeGraph
 from core.strategies.bubble.triples import Triple, TripleExtractor, default_triple_extractor
 from core.strategies.common import (
     DOC_ID_KEY,
-    ORDER_KEY,
     check_embedder,
     check_query_vector,
     default_store,
-    doc_id_of,
     embed_in_batches,
     jsonable,
     normalise_rows,
     open_index,
-    public_metadata,
     store_from_meta,
     timed,
 )
 from core.strategies.config import StrategyConfig
-from core.strategies.table import ChunkRows, ChunkTable
-from core.text import chunk_document, make_doc_id
+from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
+from core.text import make_doc_id
 from core.types import BuildReport, Document, Retrieved
 
 __all__ = ["BubbleConfig", "BubbleRAG", "EvidenceGraph"]
@@ -362,23 +358,8 @@ class BubbleRAG:
         rag = cls(
             store, emb, config=cfg, triple_extractor=triple_extractor, llm=llm, show_progress=show_progress
         )
-        stored = store.get(include_embeddings=True)
-        if not stored.ids:
-            raise ValueError("the Chroma collection is empty; add documents first or use from_documents")
-        assert stored.embeddings is not None
-        if stored.embeddings.shape[1] != emb.dimension:
-            raise ValueError(
-                f"the collection's embeddings have dimension {stored.embeddings.shape[1]}, but the embedder "
-                f"produces {emb.dimension}; pass the embedder the collection was built with"
-            )
-        chunks = ChunkRows()
-        for cid, text, meta in zip(stored.ids, stored.texts, stored.metadatas, strict=True):
-            public = public_metadata(meta)
-            chunks.ids.append(cid)
-            chunks.doc_ids.append(doc_id_of(cid, meta))
-            chunks.texts.append(text or "")
-            chunks.metadatas.append(public)
-        rag._extend(chunks, normalise_rows(stored.embeddings))
+        rows, vectors = stored_rows(store, emb.dimension, ordered=False)
+        rag._extend(rows, vectors)
         return rag
 
     @classmethod
@@ -926,39 +907,13 @@ class BubbleRAG:
         if first_build and not docs:
             raise ValueError("cannot build an index from an empty corpus; pass at least one document")
         store = self._require_store("indexing documents")
-        chunks = ChunkRows()
-        doc_ids: list[str] = []
-        seen: set[str] = set()
         with timed(self.report, "chunk"):
-            for i, doc in enumerate(docs):
-                if not isinstance(doc, Document):
-                    raise TypeError(
-                        f"document {i} is a {type(doc).__name__}; pass core.types.Document objects "
-                        "(the framework adapters convert LangChain / LlamaIndex documents)"
-                    )
-                if not isinstance(doc.text, str) or not doc.text.strip():
-                    raise ValueError(f"document {i} (id {doc.id!r}) has no text; remove it or give it text")
-                check_text(doc.text, f"document {i} (id {doc.id!r})")
-                did = doc.id if doc.id is not None else make_doc_id(doc.text)
-                if did in seen or did in self._table.doc_rows:
-                    hint = " (two documents have the same text and no id)" if doc.id is None else ""
-                    raise ValueError(f"duplicate document id {did!r}{hint}; document ids must be unique")
-                seen.add(did)
-                doc_ids.append(did)
-                for ch in chunk_document(
-                    doc,
-                    doc_id=did,
-                    chunk_size=self.config.chunk_size,
-                    chunk_overlap=self.config.chunk_overlap,
-                ):
-                    meta = dict(ch.metadata)
-                    meta.update(
-                        {DOC_ID_KEY: did, ORDER_KEY: ch.order, "start_index": ch.start, "end_index": ch.end}
-                    )
-                    chunks.ids.append(ch.id)
-                    chunks.doc_ids.append(did)
-                    chunks.texts.append(ch.text)
-                    chunks.metadatas.append(meta)
+            doc_ids, chunks = chunk_new_documents(
+                docs,
+                self._table.doc_rows,
+                chunk_size=self.config.chunk_size,
+                chunk_overlap=self.config.chunk_overlap,
+            )
         with timed(self.report, "embed"):
             vectors = embed_in_batches(self.embedder, chunks.texts, show_progress=self.show_progress)
         with timed(self.report, "store"):

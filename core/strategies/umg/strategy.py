@@ -48,7 +48,6 @@ from core.strategies.base import (
     check_doc_ids,
     check_k,
     check_query,
-    check_text,
 )
 from core.strategies.common import (
     check_embedder,
@@ -61,7 +60,7 @@ from core.strategies.common import (
     store_from_meta,
 )
 from core.strategies.config import StrategyConfig
-from core.strategies.table import ChunkRows, ChunkTable
+from core.strategies.table import ChunkRows, ChunkTable, check_new_documents
 from core.strategies.umg.sparse import BM25Expert, SpladeExpert
 from core.strategies.umg.uncertainty import entropy_confidence, minmax_normalize, standardize
 from core.strategies.umg.units import UnitTable, build_units
@@ -341,25 +340,11 @@ class UMGRAG:
         return len(rows)
 
     def _add(self, docs: list[Document]) -> list[str]:
-        from core.text import make_doc_id
 
         with self._lock:
-            known = set(self._table.doc_rows)
-            pairs: list[tuple[str, str]] = []
-            metas: dict[str, dict[str, Any]] = {}
-            for i, doc in enumerate(docs):
-                if not isinstance(doc, Document):
-                    raise TypeError(
-                        f"document {i} is a {type(doc).__name__}; pass core.types.Document objects"
-                    )
-                if not isinstance(doc.text, str) or not doc.text.strip():
-                    raise ValueError(f"document {i} (id {doc.id!r}) has no text; remove it or give it text")
-                check_text(doc.text, f"document {i} (id {doc.id!r})")
-                did = doc.id if doc.id is not None else make_doc_id(doc.text)
-                if did in known or did in metas:
-                    raise ValueError(f"duplicate document id {did!r}; document ids must be unique")
-                pairs.append((did, doc.text))
-                metas[did] = dict(doc.metadata)
+            checked = check_new_documents(docs, self._table.doc_rows)
+            pairs = [(did, doc.text) for did, doc in checked]
+            metas = {did: dict(doc.metadata) for did, doc in checked}
             t0 = time.perf_counter()
             new = build_units(pairs, self.config.granularities)
             self.report.seconds["units"] = self.report.seconds.get("units", 0.0) + time.perf_counter() - t0
