@@ -39,13 +39,16 @@ def public_name(cls: type) -> str:
 
 
 def check_option(name: str, value: Any, kind: type) -> Any:
-    """A named retriever's option field, type-checked (bools are not ints); None passes.
+    """A named retriever's option field, type-checked (bools are not ints, ints are >= 0).
 
     Raises:
-        TypeError: ``value`` is not a ``kind``.
+        TypeError: ``value`` is not a ``kind`` (None passes: the strategy's default).
+        ValueError: An int option is negative.
     """
     if value is not None and (not isinstance(value, kind) or (kind is not bool and isinstance(value, bool))):
         raise TypeError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+    if kind is int and isinstance(value, int) and value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
     return value
 
 

@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from tqdm.auto import tqdm
 
-__all__ = ["DEFAULT_HNSW", "ChunkStore", "StoredChunks", "sanitize_metadata"]
+__all__ = ["DEFAULT_HNSW", "SIBLING_TAG", "ChunkStore", "StoredChunks", "sanitize_metadata"]
 
 #: HNSW settings for new collections. Cosine space, so ``1 - distance`` is the cosine
 #: similarity. The large ``ef_construction`` / ``ef_search`` make the approximate search
@@ -52,6 +52,10 @@ _SHOWN = 5  # how many offending ids an error message lists
 _CHROMA_DB_FILE = "chroma.sqlite3"  # what an embedded Chroma keeps in its data directory
 
 FloatMatrix = npt.NDArray[np.float32]
+
+
+#: Collection metadata key marking a collection bridge-rag made beside another (its name).
+SIBLING_TAG = "bridge_rag_sibling_of"
 
 
 @dataclass
@@ -263,6 +267,7 @@ class ChunkStore:
     def __init__(self, collection: Any) -> None:
         self.collection: Any = collection
         self.client: Any = None
+        self._owns_client = True
         self._location: dict[str, Any] = {"kind": "collection"}
 
     # ----------------------------------------------------------------- constructors
@@ -276,11 +281,15 @@ class ChunkStore:
         create: bool,
         hnsw: Mapping[str, Any] | None,
         location: dict[str, Any],
+        metadata: Mapping[str, Any] | None = None,
     ) -> ChunkStore:
         if create:
             configuration = {"hnsw": {**DEFAULT_HNSW, **(hnsw or {})}}
             collection = client.get_or_create_collection(
-                collection_name, configuration=configuration, embedding_function=None
+                collection_name,
+                configuration=configuration,
+                metadata=dict(metadata) if metadata else None,
+                embedding_function=None,
             )
         else:
             from chromadb.errors import NotFoundError
@@ -399,22 +408,27 @@ class ChunkStore:
         client = chromadb.EphemeralClient(settings=settings)
         return cls._open(client, collection_name, create=True, hnsw=hnsw, location={"kind": "ephemeral"})
 
-    def sibling(self, collection_name: str, *, hnsw: Mapping[str, Any] | None = None) -> ChunkStore:
+    def sibling(
+        self, collection_name: str, *, hnsw: Mapping[str, Any] | None = None, replace: bool = False
+    ) -> ChunkStore:
         """Opens (or creates) another collection of the same Chroma client.
 
         Strategies that store units of their own (UMG-RAG's sentence windows) over a
         collection they were given keep them here, beside it, rather than in it.
 
         Args:
-            collection_name: The other collection's name.
+            collection_name: The other collection's name (never this store's own).
             hnsw: HNSW settings merged over :data:`DEFAULT_HNSW` for a new collection.
+            replace: Delete the other collection first when an earlier sibling left it (only a
+                collection tagged as this store's sibling is ever deleted).
 
         Returns:
             The store.
 
         Raises:
-            ValueError: The name breaks Chroma's rules, or the store's client cannot be reached
-                (a wrapped collection without one).
+            ValueError: The name breaks Chroma's rules or is this store's, a collection of that
+                name exists that is not this store's sibling, or the store's client cannot be
+                reached (a wrapped collection without one).
         """
         _check_collection_name(collection_name)
         client = self.client if self.client is not None else _client_of(self.collection)
@@ -423,8 +437,29 @@ class ChunkStore:
                 f"cannot open a collection beside {self.name!r}: its Chroma client is unknown; "
                 "pass the store to write to explicitly"
             )
-        store = ChunkStore._open(client, collection_name, create=True, hnsw=hnsw, location=self.location)
-        store.client = None  # the client belongs to this store (or to the caller), not to the sibling
+        if collection_name == self.name:
+            raise ValueError(f"a sibling of {self.name!r} needs another name")
+        existing = {c.name: c for c in client.list_collections()}
+        if collection_name in existing:
+            owner = (existing[collection_name].metadata or {}).get(SIBLING_TAG)
+            if owner != self.name:
+                raise ValueError(
+                    f"the collection {collection_name!r} exists and was not made by bridge-rag beside "
+                    f"{self.name!r}; pass the store to write to explicitly, or delete that collection"
+                )
+            if replace:
+                client.delete_collection(collection_name)
+        store = ChunkStore._open(
+            client,
+            collection_name,
+            create=True,
+            hnsw=hnsw,
+            location=self.location,
+            metadata={SIBLING_TAG: self.name},
+        )
+        # The client belongs to this store (or to the caller): the sibling uses it, never closes it.
+        store.client = client
+        store._owns_client = False
         return store
 
     # ----------------------------------------------------------------- description
@@ -465,7 +500,7 @@ class ChunkStore:
         Other stores opened on the same path in this process share Chroma's system and stop
         working too.
         """
-        if self.client is not None and hasattr(self.client, "close"):
+        if self.client is not None and self._owns_client and hasattr(self.client, "close"):
             self.client.close()
 
     def _batch_size(self) -> int:

@@ -433,10 +433,10 @@ class BridgeRetriever(StrategyRetriever):
     option_fields: ClassVar[tuple[str, ...]] = ("depth", "include_abstracts")
     build_fields: ClassVar[tuple[str, ...]] = ("depth",)
 
-    depth: int | None = Field(default=None, ge=0, description="Expansion depth d; None: the index's.")
+    depth: int | None = Field(None, ge=0, strict=True, description="Expansion depth d; None: the index's.")
     """Levels up and down the abstract forest to expand (``invoke(q, depth=...)`` overrides it)."""
     include_abstracts: bool | None = Field(
-        default=None, description="Also return the summaries of the abstracts the chunks came through."
+        None, strict=True, description="Abstract summaries after the chunks."
     )
     """Return the abstracts' summaries after the chunks, as context documents."""
 
@@ -532,7 +532,7 @@ class BubbleRetriever(StrategyRetriever):
     option_fields: ClassVar[tuple[str, ...]] = ("include_triples",)
 
     include_triples: bool | None = Field(
-        default=None, description="Also return the evidence graphs' triples as one extra document."
+        None, strict=True, description="The evidence triples as one more document."
     )
     """Append the serialised triples of the kept evidence graphs (type ``evidence_graph``)."""
 

@@ -43,7 +43,14 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from core.embed import as_embedder
-from core.evaluation.corpus import SHARED_COLLECTION, BenchContext, SharedCorpus, build_shared_corpus
+from core.evaluation.corpus import (
+    CHUNK_OVERLAP,
+    CHUNK_SIZE,
+    SHARED_COLLECTION,
+    BenchContext,
+    SharedCorpus,
+    build_shared_corpus,
+)
 from core.evaluation.embedding_cache import EmbeddingAccount, EmbeddingCache
 from core.evaluation.metrics import (
     Dataset,
@@ -401,8 +408,8 @@ def run_suite(
             "seconds": dict(corpus.seconds),
             "peak_rss_mib": shared_mem.peak_mib,
             "rss_added_mib": shared_mem.added_mib,
-            "chunk_size": 512,
-            "chunk_overlap": 64,
+            "chunk_size": CHUNK_SIZE,
+            "chunk_overlap": CHUNK_OVERLAP,
         },
         skipped=skipped,
         failed=session.failed,

@@ -39,6 +39,7 @@ class DenseRetriever:
         if options:
             raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
         text = check_query(query, DEFAULT_MAX_QUERY_CHARS)
+        k = check_k(k, self.default_k)
         return self.retrieve_by_vector(text, self.embedder.embed_query(text), k)
 
     def retrieve_by_vector(

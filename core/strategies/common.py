@@ -267,29 +267,49 @@ def doc_id_of(item_id: str, metadata: Mapping[str, Any] | None) -> str:
     return item_id
 
 
-def collection_order(ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]) -> list[int]:
-    """Stored items grouped by document (first appearance) and sorted by chunk order.
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-    The order within a document is ``metadata["chunk_order"]`` when an item has it, else
-    ``metadata["start_index"]`` (LangChain splitters' ``add_start_index``), else the
-    collection's own order.
+
+def _position_key(metas: Sequence[Mapping[str, Any]]) -> str | None:
+    """The metadata key that orders one document's chunks: ``chunk_order``, else ``start_index``.
+
+    A key counts only when every chunk has it as an int and no two chunks share a value: a
+    loader that emits one document per page or row under one ``source`` restarts
+    ``start_index`` at 0 for each, and those offsets cannot order the whole document.
     """
-    first_seen: dict[str, int] = {}
-    keys = []
+    return next((key for key in (ORDER_KEY, "start_index") if _distinct_ints(metas, key)), None)
+
+
+def _distinct_ints(metas: Sequence[Mapping[str, Any]], key: str) -> bool:
+    """Whether every chunk has ``key`` as an int and no two share a value."""
+    values = [_int(m.get(key)) for m in metas]
+    return all(v is not None for v in values) and len(set(values)) == len(values)
+
+
+def _groups(ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]) -> dict[str, list[int]]:
+    """Row indices per document, documents in order of first appearance."""
+    groups: dict[str, list[int]] = {}
     for i, cid in enumerate(ids):
-        meta = metadatas[i] or {}
-        doc = doc_id_of(cid, meta)
-        first_seen.setdefault(doc, i)
-        order = meta.get(ORDER_KEY)
-        start = meta.get("start_index")
-        if isinstance(order, int) and not isinstance(order, bool):
-            key: tuple[int, int] = (0, order)
-        elif isinstance(start, int) and not isinstance(start, bool):
-            key = (1, start)
-        else:
-            key = (2, i)
-        keys.append((first_seen[doc], key, i))
-    return [k[2] for k in sorted(keys)]
+        groups.setdefault(doc_id_of(cid, metadatas[i]), []).append(i)
+    return groups
+
+
+def collection_order(ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]) -> list[int]:
+    """Stored items grouped by document (first appearance), each document in chunk order.
+
+    The order within a document is its chunks' ``chunk_order`` when every chunk has a
+    distinct one, else their ``start_index`` (LangChain splitters' ``add_start_index``) on
+    the same condition, else the collection's own order (see :func:`_position_key`).
+    """
+    order: list[int] = []
+    for rows in _groups(ids, metadatas).values():
+        metas = [metadatas[i] or {} for i in rows]
+        key = _position_key(metas)
+        if key is not None:
+            rows = [i for _, i in sorted(zip((_int(m.get(key)) or 0 for m in metas), rows, strict=True))]
+        order.extend(rows)
+    return order
 
 
 #: Metadata keys that describe one chunk, not its document.
@@ -302,33 +322,28 @@ def documents_from_chunks(
     """Rebuilds whole documents from the chunks of a collection, for strategies that re-split.
 
     Chunks are grouped by document (:func:`doc_id_of`) and put in order
-    (:func:`collection_order`). Where every chunk of a document has ``start_index``, chunks
-    that overlap the text so far (a splitter's ``chunk_overlap``) contribute only what lies
-    beyond it, and gaps are joined by a space; otherwise chunks are joined by a blank line.
-    A document's metadata is what all its chunks agree on (per-chunk keys dropped).
+    (:func:`collection_order`). Where ``start_index`` orders a document's chunks, a chunk
+    that overlaps the text so far (a splitter's ``chunk_overlap``) contributes only what lies
+    beyond it (when the overlap really is the same text), a chunk that starts where the text
+    ends is appended as it is, and a gap (whitespace a splitter stripped) becomes one space;
+    otherwise chunks are joined by a blank line. A document's metadata is what all its chunks
+    agree on (per-chunk keys dropped).
 
-    What is lost: without ``start_index`` an overlap between chunks is kept twice, and
-    without ``chunk_order`` / ``start_index`` the document follows the collection's order,
-    which need not be the text's.
+    What is lost: without usable ``start_index`` an overlap between chunks is kept twice,
+    and without usable ``chunk_order`` / ``start_index`` the document follows the
+    collection's order, which need not be the text's.
     """
+    order = collection_order(ids, metadatas)
     groups: dict[str, list[int]] = {}
-    for i in collection_order(ids, metadatas):
+    for i in order:
         groups.setdefault(doc_id_of(ids[i], metadatas[i]), []).append(i)
     docs: list[Document] = []
     for doc_id, rows in groups.items():
         metas = [public_metadata(metadatas[i]) for i in rows]
-        starts = [m.get("start_index") for m in metas]
-        if all(isinstance(s, int) and not isinstance(s, bool) for s in starts):
-            text, end = "", 0
-            for i, start in zip(rows, starts, strict=True):
-                chunk = texts[i] or ""
-                assert isinstance(start, int)
-                if not text:
-                    text, end = chunk, start + len(chunk)
-                elif start >= end:
-                    text, end = f"{text} {chunk}", start + len(chunk)
-                elif start + len(chunk) > end:
-                    text, end = text + chunk[end - start :], start + len(chunk)
+        if _distinct_ints(metas, "start_index"):
+            text = _join_by_offsets(
+                [texts[i] or "" for i in rows], [_int(m.get("start_index")) for m in metas]
+            )
         else:
             text = "\n\n".join(texts[i] or "" for i in rows)
         shared = {
@@ -339,3 +354,21 @@ def documents_from_chunks(
         if text.strip():
             docs.append(Document(text=text, id=doc_id, metadata=shared))
     return docs
+
+
+def _join_by_offsets(chunks: Sequence[str], starts: Sequence[int | None]) -> str:
+    """Chunks in order, joined by where each starts in the original text."""
+    text, end = "", 0
+    for chunk, start in zip(chunks, starts, strict=True):
+        if start is None or not text:
+            text, end = (f"{text}\n\n{chunk}" if text else chunk), (start or 0) + len(chunk)
+        elif start > end:
+            text, end = f"{text} {chunk}", start + len(chunk)
+        elif start == end:
+            text, end = text + chunk, start + len(chunk)
+        elif text.endswith(chunk[: end - start]):
+            if start + len(chunk) > end:
+                text, end = text + chunk[end - start :], start + len(chunk)
+        else:  # the offsets do not describe this text: keep the chunk whole
+            text, end = f"{text}\n\n{chunk}", start + len(chunk)
+    return text

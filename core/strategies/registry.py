@@ -1,4 +1,7 @@
-"""Strategy names -> strategy classes: how the CLI and the benchmarks find a strategy.
+"""Strategy names -> strategy classes, for code that picks a strategy by name.
+
+(The benchmarks' own registry, :mod:`core.evaluation.registry`, says how each strategy and
+peer is built and queried in a run; this one only names the strategy classes.)
 
 The built-in strategies are imported on first use (each pulls in its own dependencies);
 a fourth strategy registers itself with :func:`register_strategy`.

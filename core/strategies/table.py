@@ -4,8 +4,9 @@ Chroma is the source of truth for texts, metadata and vectors; a strategy keeps 
 indexed in a :class:`ChunkTable` (ids, document ids, texts, metadata, a live mask, the
 normalised embedding matrix, and document -> rows) so that a query never waits on Chroma.
 Rows are appended in index order and never move; deleting a document marks its rows dead.
-Updates build new arrays and swap them in, so a concurrent query reads either the old table
-or the new one (callers hold their own write lock).
+Updates run under the strategy's write lock and replace the ``alive`` and ``matrix`` arrays
+instead of changing them in place; a query running meanwhile reads each array whole, old or
+new, but may see one array before the update and the other after it (the lists only grow).
 """
 
 from __future__ import annotations
@@ -19,6 +20,15 @@ import numpy.typing as npt
 
 from core.store import ChunkStore
 from core.strategies.base import check_text
+from core.strategies.common import (
+    DOC_ID_KEY,
+    ORDER_KEY,
+    collection_order,
+    doc_id_of,
+    normalise_rows,
+    public_metadata,
+    read_from_store,
+)
 from core.text import chunk_document, make_doc_id
 from core.types import Document
 
@@ -162,8 +172,6 @@ class ChunkTable:
         Raises:
             ValueError: The saved parts disagree in size, or the collection lacks a live row.
         """
-        from core.strategies.common import read_from_store
-
         try:
             ids = [str(x) for x in data["ids"]]
             doc_ids = [str(x) for x in data["doc_ids"]]
@@ -246,8 +254,6 @@ def chunk_new_documents(
     Raises:
         TypeError, ValueError: As :func:`check_new_documents`.
     """
-    from core.strategies.common import DOC_ID_KEY, ORDER_KEY
-
     rows = ChunkRows()
     pairs = check_new_documents(docs, known)
     for did, doc in pairs:
@@ -276,8 +282,6 @@ def stored_rows(store: ChunkStore, dimension: int, *, ordered: bool) -> tuple[Ch
     Raises:
         ValueError: The collection is empty, or its vectors have another dimension.
     """
-    from core.strategies.common import collection_order, doc_id_of, normalise_rows, public_metadata
-
     stored = store.get(include_embeddings=True)
     if not stored.ids:
         raise ValueError("the Chroma collection is empty; add documents first or use from_documents")

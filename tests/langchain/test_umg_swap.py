@@ -120,3 +120,17 @@ class TestUMGSwapStandard(RetrieversIntegrationTests):
     @property
     def retriever_query_example(self) -> str:
         return QUERY
+
+
+def test_swapping_again_rebuilds_the_windows(lc_demo_docs: list[Document], make_embeddings: Any) -> None:
+    """An app that swaps at every start rebuilds UMG's windows instead of failing."""
+    app_store = _app_store(lc_demo_docs[:6], make_embeddings())
+    first = UMGRetriever.from_vectorstore(app_store, k=3, show_progress=False, granularities=(2, 8))
+    expected = [d.id for d in first.invoke(QUERY)]
+    again = UMGRetriever.from_vectorstore(app_store, k=3, show_progress=False, granularities=(2, 8))
+    assert again.strategy.store.name == first.strategy.store.name
+    assert again.strategy.store.count() == again.strategy.num_units  # replaced, not doubled
+    assert [d.id for d in again.invoke(QUERY)] == expected
+    occupied = again.strategy.store  # an explicit units store must be empty
+    with pytest.raises(ValueError, match="already holds units"):
+        UMGRetriever.from_vectorstore(app_store, units_store=occupied, show_progress=False)

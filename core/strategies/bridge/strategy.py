@@ -362,7 +362,9 @@ class BridgeRAG:
 
         Each stored item is used as a chunk as it is (no re-chunking, no re-embedding).
         Its document is ``metadata["doc_id"]``, else ``metadata["source"]``, else its own id;
-        its order is ``metadata["chunk_order"]`` when present, else the collection's order.
+        a document's chunks are ordered by ``chunk_order``, else ``start_index``, when every
+        chunk has a distinct one, else by the collection's order
+        (:func:`core.strategies.common.collection_order`).
 
         Args:
             store: The collection (wrap a chromadb Collection with ``ChunkStore(collection)``).
@@ -468,15 +470,12 @@ class BridgeRAG:
             TypeError: ``query`` is not a str, ``k`` or ``depth`` not an int, or an unknown option.
             ValueError: Empty or over-long query, ``k`` < 1 or ``depth`` < 0.
         """
+        if options:  # checked before the query is embedded (a remote embedder costs a call)
+            raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
         text = check_query(query, self.config.max_query_chars)
-        return self.retrieve_by_vector(
-            text,
-            self.embedder.embed_query(text),
-            k,
-            depth=depth,
-            include_abstracts=include_abstracts,
-            **options,
-        )
+        k = check_k(k, self.config.k)
+        qv = self.embedder.embed_query(text)
+        return self.retrieve_by_vector(text, qv, k, depth=depth, include_abstracts=include_abstracts)
 
     def retrieve_by_vector(
         self,

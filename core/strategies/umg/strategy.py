@@ -270,8 +270,8 @@ class UMGRAG:
             store: The collection to read (wrap a chromadb Collection with ``ChunkStore(c)``).
             embedder: The embedder of the stored vectors (checked by dimension), used for the
                 windows and for queries.
-            units_store: Where the windows go; default the collection ``<name>_umg`` of the
-                same Chroma client.
+            units_store: Where the windows go (an empty collection); default the collection
+                ``<name>_umg`` of the same Chroma client, replaced when an earlier build left it.
             splade: As for :meth:`from_documents`.
             config: Settings; keyword overrides apply on top.
             llm: Must be None (UMG-RAG uses no LLM).
@@ -299,12 +299,17 @@ class UMGRAG:
         docs = documents_from_chunks(stored.ids, stored.texts, stored.metadatas)
         if not docs:
             raise ValueError("the Chroma collection holds no text to build sentence windows from")
-        target = units_store if units_store is not None else store.sibling(f"{store.name}_umg")
-        if target.count():
+        if units_store is None:
+            # The windows are derived data of this build: an earlier build's are replaced, so
+            # an app that swaps its retriever at every start rebuilds instead of failing.
+            target = store.sibling(f"{store.name}_umg", replace=True)
+        elif units_store.count():
             raise ValueError(
-                f"the collection {target.name!r} already holds units; pass units_store= an empty "
-                "collection, or delete it"
+                f"the collection {units_store.name!r} already holds units; pass an empty collection "
+                "as units_store, or leave it out to use (and replace) the one beside the store"
             )
+        else:
+            target = units_store
         return cls.from_documents(
             docs,
             embedder=emb,
@@ -443,10 +448,12 @@ class UMGRAG:
             ``granularities``, ``doc_id``, ``sent_start``/``sent_end``, ``start_index``/``end_index``,
             ``expert_scores`` and ``confidences`` (per ``expert@g`` list), ``promoted``.
         """
+        if options:  # checked before the query is embedded (a remote embedder costs a call)
+            raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
         text = check_query(query, self.config.max_query_chars)
-        return self.retrieve_by_vector(
-            text, self.embedder.embed_query(text), k, parent_promotion=parent_promotion, **options
-        )
+        k = check_k(k, self.config.k)
+        qv = self.embedder.embed_query(text)
+        return self.retrieve_by_vector(text, qv, k, parent_promotion=parent_promotion)
 
     def expert_lists(self, text: str, query_vector: FloatMatrix) -> list[_List]:
         """Every expert-granularity list (top ``candidates`` units) with its confidence."""
