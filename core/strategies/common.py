@@ -302,14 +302,22 @@ def collection_order(ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] |
     distinct one, else their ``start_index`` (LangChain splitters' ``add_start_index``) on
     the same condition, else the collection's own order (see :func:`_position_key`).
     """
-    order: list[int] = []
-    for rows in _groups(ids, metadatas).values():
+    return [i for rows in _ordered_groups(ids, metadatas).values() for i in rows]
+
+
+def _ordered_groups(
+    ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]
+) -> dict[str, list[int]]:
+    """Row indices per document (first appearance), each document's rows in chunk order."""
+    groups = _groups(ids, metadatas)
+    for doc, rows in groups.items():
         metas = [metadatas[i] or {} for i in rows]
         key = _position_key(metas)
         if key is not None:
-            rows = [i for _, i in sorted(zip((_int(m.get(key)) or 0 for m in metas), rows, strict=True))]
-        order.extend(rows)
-    return order
+            groups[doc] = [
+                i for _, i in sorted(zip((_int(m.get(key)) or 0 for m in metas), rows, strict=True))
+            ]
+    return groups
 
 
 #: Metadata keys that describe one chunk, not its document.
@@ -333,12 +341,8 @@ def documents_from_chunks(
     and without usable ``chunk_order`` / ``start_index`` the document follows the
     collection's order, which need not be the text's.
     """
-    order = collection_order(ids, metadatas)
-    groups: dict[str, list[int]] = {}
-    for i in order:
-        groups.setdefault(doc_id_of(ids[i], metadatas[i]), []).append(i)
     docs: list[Document] = []
-    for doc_id, rows in groups.items():
+    for doc_id, rows in _ordered_groups(ids, metadatas).items():
         metas = [public_metadata(metadatas[i]) for i in rows]
         if _distinct_ints(metas, "start_index"):
             text = _join_by_offsets(

@@ -97,9 +97,9 @@ class ChunkTable:
         """Rows still indexed."""
         return int(self.alive.sum())
 
-    def has_document(self, doc_id: str) -> bool:
-        """Whether a document has live rows."""
-        return doc_id in self.doc_rows
+    def rows_of(self, doc_ids: Iterable[str]) -> list[int]:
+        """Live rows of the documents, sorted (unknown ids have none)."""
+        return sorted({r for d in doc_ids for r in self.doc_rows.get(str(d), [])})
 
     # ------------------------------------------------------------------ updates
     def append(self, rows: ChunkRows, vectors: FloatMatrix) -> int:
@@ -127,7 +127,7 @@ class ChunkTable:
     def remove_documents(self, doc_ids: Iterable[str]) -> list[int]:
         """Marks every row of the documents dead; returns those rows (sorted, unknown ids ignored)."""
         wanted = list(dict.fromkeys(str(d) for d in doc_ids))
-        rows = sorted({r for d in wanted for r in self.doc_rows.get(d, [])})
+        rows = self.rows_of(wanted)
         if not rows:
             return []
         alive = self.alive.copy()

@@ -260,7 +260,7 @@ class BridgeRAG:
     @property
     def num_chunks(self) -> int:
         """Live chunks in the index."""
-        return int(self._table.alive.sum())
+        return self._table.num_live
 
     @property
     def num_abstracts(self) -> int:
@@ -424,7 +424,7 @@ class BridgeRAG:
         """
         doc_ids = check_doc_ids(doc_ids)
         with self._lock:
-            rows = sorted({r for d in doc_ids for r in self._table.doc_rows.get(d, [])})
+            rows = self._table.rows_of(doc_ids)
             if not rows:
                 return 0
             self.store.delete([self._table.ids[r] for r in rows])

@@ -274,7 +274,7 @@ class BubbleRAG:
     @property
     def num_chunks(self) -> int:
         """Live chunks."""
-        return int(self._table.alive.sum())
+        return self._table.num_live
 
     @property
     def triple_extractor(self) -> TripleExtractor:
@@ -472,7 +472,7 @@ class BubbleRAG:
         doc_ids = check_doc_ids(doc_ids)
         store = self._require_store("delete_documents")
         with self._lock:
-            rows = sorted({r for d in doc_ids for r in self._table.doc_rows.get(d, [])})
+            rows = self._table.rows_of(doc_ids)
             if not rows:
                 return 0
             store.delete([self._table.ids[r] for r in rows])

@@ -181,7 +181,7 @@ class UMGRAG:
     @property
     def num_units(self) -> int:
         """Live units (all granularities, shared spans counted once)."""
-        return int(self._table.alive.sum())
+        return self._table.num_live
 
     @property
     def experts(self) -> list[str]:
@@ -335,7 +335,7 @@ class UMGRAG:
         """Removes documents' units from Chroma and from every expert; returns units removed."""
         wanted = set(check_doc_ids(doc_ids))
         with self._lock:
-            rows = sorted({r for d in wanted for r in self._table.doc_rows.get(d, [])})
+            rows = self._table.rows_of(wanted)
             if not rows:
                 return 0
             self.store.delete([self._table.ids[u] for u in rows])
