@@ -29,6 +29,7 @@ __all__ = [
     "as_embedder",
     "embed_query_with",
     "validate_embeddings",
+    "window_chars",
 ]
 
 FloatArray = npt.NDArray[np.float32]
@@ -41,6 +42,12 @@ _INSTALL_HINT = (
     "(install torch first, e.g. `pip install torch==2.13.0` for the CPU build)."
 )
 _PROBE_TEXT = "dimension probe"
+
+#: Characters per model token assumed when a token window is turned into characters (English
+#: text in a WordPiece or BPE vocabulary averages 4-5 characters a token; 4 errs on the safe side).
+CHARS_PER_TOKEN = 4
+#: Chunk size when the embedder does not say how much it reads (about 256 tokens).
+DEFAULT_WINDOW_CHARS = 1024
 
 
 class Embedder(Protocol):
@@ -209,6 +216,29 @@ class _BaseEmbedder:
         return self._embed_documents([text])
 
 
+def window_chars(embedder: Any) -> int:
+    """The characters of text the embedder reads whole: the default chunk size that follows the model.
+
+    An embedder that says how many tokens it reads (``max_input_tokens``: sentence-transformers'
+    ``max_seq_length``, e.g. 256 for all-MiniLM-L6-v2) gets that many tokens' worth of
+    characters (:data:`CHARS_PER_TOKEN` each); wrappers are looked through (``inner``). Others
+    get :data:`DEFAULT_WINDOW_CHARS`.
+
+    Args:
+        embedder: Any embedder.
+
+    Returns:
+        A chunk size in characters (>= 64).
+    """
+    seen = 0
+    while embedder is not None and seen < 8:
+        tokens = getattr(embedder, "max_input_tokens", None)
+        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+            return max(64, tokens * CHARS_PER_TOKEN)
+        embedder, seen = getattr(embedder, "inner", None), seen + 1
+    return DEFAULT_WINDOW_CHARS
+
+
 def _model_label(obj: Any) -> str:
     """A short identifier for a framework object: its class name plus its model name if any."""
     label = type(obj).__name__
@@ -364,6 +394,12 @@ class SentenceTransformerEmbedder(_BaseEmbedder):
                 convert_to_numpy=True,
                 normalize_embeddings=True,
             )
+
+    @property
+    def max_input_tokens(self) -> int | None:
+        """Tokens the model reads of a text (``max_seq_length``; longer texts are cut), or None."""
+        n = getattr(self.model, "max_seq_length", None)
+        return int(n) if isinstance(n, int) and n > 0 else None
 
     @property
     def queries_as_documents(self) -> bool:

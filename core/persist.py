@@ -469,7 +469,10 @@ def _load_generation(
         if not _inside(file_path, generation):
             raise ValueError(f"index file {name!r} is a link that points outside {str(generation)!r}")
         if not file_path.is_file():
-            raise CorruptIndexError(f"index file {name!r} listed in {generation.name}/{MANIFEST} is missing")
+            raise CorruptIndexError(
+                f"index file {name!r} listed in {generation.name}/{MANIFEST} is missing: the generation "
+                "is incomplete or its manifest corrupted"
+            )
         try:
             data = file_path.read_bytes()
         except OSError as err:  # removed while we read it

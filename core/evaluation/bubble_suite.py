@@ -94,6 +94,10 @@ def _localisation(grow_with: str) -> Callable[[Session], dict[str, Any]]:
     return measure
 
 
+#: BubbleRAG's chunks ranked by the evidence graphs alone: no dense pool, no entity-hop walk.
+CEG_ONLY = {"dense_pool": 0, "link_hops": 0}
+
+
 def bubble_suite(*, grow_with: str | None = None) -> Suite:
     """The suite: dense, Bridge-RAG and BubbleRAG, plus the localisation check with ``grow_with``.
 
@@ -103,9 +107,19 @@ def bubble_suite(*, grow_with: str | None = None) -> Suite:
     """
     return Suite(
         "bubble",
-        (Variant("dense"), Variant("bridge"), Variant("bubble", BUBBLE_ROW)),
+        (
+            Variant("dense"),
+            Variant("bridge"),
+            Variant("bubble", "bubble: evidence graphs only (no walk, no dense pool)", config=CEG_ONLY),
+            Variant(
+                "bubble", "bubble: + dense pool of 20 (no walk)", config={"link_hops": 0, "dense_pool": 20}
+            ),
+            Variant("bubble", "bubble: + walk + dense pool of 20", config={"dense_pool": 20}),
+            Variant("bubble", BUBBLE_ROW),
+        ),
         versus=(
             Versus("recall@5 - dense", "recall@5", "dense"),
+            Versus("words@5 / dense", "context_words@5", "dense", ratio=True),
             Versus("p50 / dense p50", "p50_ms", "dense", ratio=True),
         ),
         inspect={"bubble": _graph},

@@ -18,13 +18,18 @@ from core.evaluation.metrics import Dataset
 from core.evaluation.registry import DEFAULT_STRATEGIES
 from core.evaluation.result import ComparisonResult
 from core.evaluation.runner import run_suite
-from core.evaluation.suite import Suite, Variant
+from core.evaluation.suite import Suite, Variant, Versus
 
 __all__ = ["ComparisonResult", "comparison_suite", "run_comparison"]
 
 
 def comparison_suite(strategies: Sequence[str] | None = None, *, k: int = 5, ragas: bool = True) -> Suite:
     """The all-strategies comparison as a suite: one row per strategy, metrics at ``k``.
+
+    Each query returns ``max(k, 10)`` results, so that passage recall is also reported at
+    2 and 10; answer recall, context words, RAGAS and the plot use the top ``k``. Beside them:
+    recall@k minus dense retrieval's and minus the two-hop baseline's (points), and context
+    words and p50 latency over dense's (ratios), each from the same run.
 
     Args:
         strategies: Registry names, in table order (None: every registered strategy).
@@ -35,13 +40,20 @@ def comparison_suite(strategies: Sequence[str] | None = None, *, k: int = 5, rag
         TypeError / ValueError: A bad ``k``, or a strategy listed twice.
     """
     names = DEFAULT_STRATEGIES if strategies is None else tuple(strategies)
+    versus = (
+        Versus(f"R@{k} - dense", f"recall@{k}", "dense", include_reference=False),
+        Versus(f"R@{k} - two-hop", f"recall@{k}", "two-hop", include_reference=False),
+        Versus(f"words@{k} / dense", f"context_words@{k}", "dense", ratio=True, include_reference=False),
+        Versus("p50 / dense", "p50_ms", "dense", ratio=True, include_reference=False),
+    )
     return Suite(
         "all",
         tuple(Variant(name) for name in names),
-        k=k,
-        ks=(k,),
+        k=max(k, 10),
+        ks=tuple(sorted({2, k, 10})),
         answer_k=k,
         without_embedding=False,
+        versus=versus,
         ragas=ragas,
         strict=False,
     )

@@ -1,7 +1,9 @@
 """The shared corpus of a benchmark run: one chunking, one embedding, one Chroma collection.
 
 :func:`build_shared_corpus` chunks the documents the way Bridge-RAG does (sentence-aware
-chunks of at most 512 characters, 64 characters of overlap), embeds every chunk once and
+chunks of at most what the embedder reads whole, :func:`core.embed.window_chars`: 1,024
+characters for all-MiniLM-L6-v2's 256 tokens, so a passage the model can read stays whole;
+64 characters of overlap), embeds every chunk once and
 writes chunks, vectors and metadata to one Chroma collection. Dense retrieval, BM25, the
 hybrid baseline, Bridge-RAG (``BridgeRAG.from_store``) and the LangChain and LlamaIndex
 peers all read that collection; strategies with their own units (UMG-RAG's sentence
@@ -17,16 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
+from core.embed import window_chars
 from core.evaluation.embedding_cache import EmbeddingCache
 from core.store import ChunkStore
-from core.strategies.common import embed_in_batches
+from core.strategies.common import embed_in_batches, normalise_rows
 from core.text import chunk_document
 from core.types import Document
 
 __all__ = ["BenchContext", "SharedCorpus", "build_shared_corpus"]
 
-#: Chunking of the shared collection: Bridge-RAG's defaults (``BridgeConfig``).
-CHUNK_SIZE = 512
+#: Overlap of the shared collection's chunks: Bridge-RAG's default (``BridgeConfig``); the
+#: size follows the embedder (``BridgeConfig.chunk_size=None``).
 CHUNK_OVERLAP = 64
 
 SHARED_COLLECTION = "shared_chunks"
@@ -44,6 +50,8 @@ class SharedCorpus:
         metadatas: Chunk metadata as stored (document metadata plus ``doc_id``,
             ``chunk_order``, ``start_index``, ``end_index``).
         seconds: Time of each step: ``chunk``, ``embed``, ``store``.
+        vectors: The unit-length chunk embeddings, one row per chunk.
+        chunk_size: The largest chunk, in characters.
     """
 
     store: ChunkStore
@@ -52,6 +60,8 @@ class SharedCorpus:
     texts: list[str] = field(default_factory=list)
     metadatas: list[dict[str, Any]] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    vectors: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    chunk_size: int = 0
 
     @property
     def build_seconds(self) -> float:
@@ -68,7 +78,7 @@ def build_shared_corpus(
     embedder: EmbeddingCache,
     store: ChunkStore,
     *,
-    chunk_size: int = CHUNK_SIZE,
+    chunk_size: int | None = None,
     chunk_overlap: int = CHUNK_OVERLAP,
     show_progress: bool = True,
 ) -> SharedCorpus:
@@ -78,7 +88,7 @@ def build_shared_corpus(
         documents: The corpus (each with an id).
         embedder: The run's embedding cache (the vectors stay in it for later builds).
         store: An empty collection to write to.
-        chunk_size: Largest chunk, in characters.
+        chunk_size: Largest chunk, in characters; None = what the embedder reads whole.
         chunk_overlap: Characters repeated between consecutive chunks.
         show_progress: Show progress bars.
 
@@ -88,7 +98,9 @@ def build_shared_corpus(
     Raises:
         ValueError: A document without an id or text, or a duplicate id.
     """
-    corpus = SharedCorpus(store=store)
+    if chunk_size is None:
+        chunk_size = window_chars(embedder)
+    corpus = SharedCorpus(store=store, chunk_size=chunk_size)
     seen: set[str] = set()
     t0 = time.perf_counter()
     for i, doc in enumerate(documents):
@@ -118,6 +130,7 @@ def build_shared_corpus(
     t0 = time.perf_counter()
     vectors = embed_in_batches(embedder, corpus.texts, show_progress=show_progress, desc="embedding corpus")
     corpus.seconds["embed"] = time.perf_counter() - t0
+    corpus.vectors = normalise_rows(vectors)
     t0 = time.perf_counter()
     store.add(corpus.ids, corpus.texts, vectors, corpus.metadatas, show_progress=show_progress)
     corpus.seconds["store"] = time.perf_counter() - t0

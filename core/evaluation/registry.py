@@ -187,6 +187,12 @@ def _hybrid(ctx: BenchContext) -> Any:
     return HybridRRFBaseline(ctx.corpus, ctx.embedder)
 
 
+def _two_hop(ctx: BenchContext) -> Any:
+    from core.evaluation.baselines import TwoHopBaseline
+
+    return TwoHopBaseline(ctx.corpus, ctx.embedder)
+
+
 def _bridge(ctx: BenchContext) -> Any:
     from core.strategies.bridge import BridgeRAG
 
@@ -264,6 +270,15 @@ for _spec in (
         "hybrid",
         "reciprocal-rank fusion (k=60) of the top-50 dense and BM25 lists over the shared chunks",
         _hybrid,
+        query=TEXT_QUERY,
+        reuses="collection",
+        family="baseline",
+    ),
+    StrategySpec(
+        "two-hop",
+        "entity-linked two hops: the query's n-grams linked to document titles, plus the "
+        "documents whose titles those name; cosine (exact) + 0.2 / 0.1 per hop",
+        _two_hop,
         query=TEXT_QUERY,
         reuses="collection",
         family="baseline",

@@ -27,7 +27,7 @@ class ComparisonResult:
         passages: Passages indexed (each its own document).
         chunks: Chunks in the shared collection.
         seed: Corpus shuffle and question sample seed.
-        k: Results per question.
+        k: The k of the answer recall, context words and RAGAS columns (the results kept).
         embedder: The embedding model.
         date: When the run finished (UTC, ISO 8601).
         rows: One row of figures per strategy, in run order.
@@ -42,6 +42,8 @@ class ComparisonResult:
             steps as if built alone, its counts, peak memory, and the figures the suite
             read off the built index.
         extras: What the suite's extension measured (e.g. BubbleRAG's localisation).
+        ks: The k of each passage recall column (empty: just ``k``).
+        versus: The columns comparing each row with a reference row (the suite's).
         results: Per strategy, each question's retrieved results (top k), for further
             evaluation (e.g. with ragas); not part of :meth:`to_json`.
     """
@@ -63,6 +65,8 @@ class ComparisonResult:
     machine: dict[str, Any] = field(default_factory=dict)
     builds: dict[str, dict[str, Any]] = field(default_factory=dict)
     extras: dict[str, Any] = field(default_factory=dict)
+    ks: list[int] = field(default_factory=list)
+    versus: list[str] = field(default_factory=list)
     results: dict[str, list[list[Retrieved]]] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------ reporting
@@ -71,9 +75,10 @@ class ComparisonResult:
         k = self.k
         return [
             "strategy",
-            f"recall@{k}",
+            *(f"recall@{j}" for j in (self.ks or [k])),
             f"answer_recall@{k}",
             f"context_words@{k}",
+            *self.versus,
             "p50_ms",
             "p95_ms",
             "build_s",
@@ -88,7 +93,7 @@ class ComparisonResult:
 
         k = self.k
         return {
-            f"recall@{k}": f"R@{k}",
+            **{f"recall@{j}": f"R@{j}" for j in (*self.ks, k)},
             f"answer_recall@{k}": f"AR@{k}",
             f"context_words@{k}": f"words@{k}",
             "p50_ms": "p50 ms",
@@ -161,6 +166,7 @@ class ComparisonResult:
             "chunks": self.chunks,
             "seed": self.seed,
             "k": self.k,
+            "ks": self.ks,
             "embedder": self.embedder,
             "date": self.date,
             "machine": self.machine,

@@ -45,7 +45,6 @@ from tqdm.auto import tqdm
 from core.embed import as_embedder
 from core.evaluation.corpus import (
     CHUNK_OVERLAP,
-    CHUNK_SIZE,
     SHARED_COLLECTION,
     BenchContext,
     SharedCorpus,
@@ -400,7 +399,9 @@ def run_suite(
         passages=len(data.passages),
         chunks=len(corpus.ids),
         seed=seed,
-        k=suite.k,
+        k=suite.answer_k,
+        ks=list(suite.ks),
+        versus=[v.column for v in suite.versus],
         embedder=emb.name,
         date=dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
         shared={
@@ -408,7 +409,7 @@ def run_suite(
             "seconds": dict(corpus.seconds),
             "peak_rss_mib": shared_mem.peak_mib,
             "rss_added_mib": shared_mem.added_mib,
-            "chunk_size": CHUNK_SIZE,
+            "chunk_size": corpus.chunk_size,
             "chunk_overlap": CHUNK_OVERLAP,
         },
         skipped=skipped,

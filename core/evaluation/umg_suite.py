@@ -62,13 +62,16 @@ def umg_suite(*, splade: bool = False, granularity: int = 8) -> Suite:
         )
     rows += [
         Variant("umg", rrf, query=_rrf(g), build_steps=(*dense_steps, "sparse")),
+        Variant("umg", "umg without the bridging expert", config={"link_hops": 0}),
         Variant("umg"),
+        Variant("umgp", "umgp without the bridging expert", config={"link_hops": 0}),
         Variant("umgp"),
     ]
     return Suite(
         "umg",
         tuple(rows),
         versus=(
+            Versus("R@5 - RRF", "recall@5", rrf),
             Versus("AR@5 - RRF", "answer_recall@5", rrf),
             Versus("words@5 / RRF", "context_words@5", rrf, ratio=True),
             Versus("p50 / RRF p50", "p50_ms", rrf, ratio=True),

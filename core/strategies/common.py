@@ -39,6 +39,7 @@ __all__ = [
     "open_index",
     "public_metadata",
     "read_from_store",
+    "row_cosines",
     "store_from_meta",
     "timed",
 ]
@@ -201,6 +202,13 @@ def timed(report: BuildReport, step: str) -> Iterator[None]:
     t0 = time.perf_counter()
     yield
     report.seconds[step] = report.seconds.get(step, 0.0) + time.perf_counter() - t0
+
+
+def row_cosines(
+    query_vector: npt.NDArray[np.float32], matrix: npt.NDArray[np.float32], rows: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    """Cosine of a unit query vector with the unit rows ``rows`` of ``matrix``, in the order given."""
+    return (matrix[rows] @ query_vector).astype(np.float64)
 
 
 def normalise_rows(m: npt.ArrayLike) -> npt.NDArray[np.float32]:

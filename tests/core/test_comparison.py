@@ -147,8 +147,8 @@ def test_reports_json_and_plot(result: ComparisonResult, tmp_path: Path) -> None
     report = result.report()
     assert "tiny: 4 questions, 10 passages as 10 chunks" in report
     assert (
-        "| strategy | R@3 | AR@3 | words@3 | p50 ms | p95 ms | build s (shared corpus) | build s (alone) |"
-        in report
+        "| strategy | R@2 | R@3 | R@10 | AR@3 | words@3 | R@3 - dense | R@3 - two-hop | words@3 / dense "
+        "| p50 / dense | p50 ms | p95 ms | build s (shared corpus) | build s (alone) |" in report
     )
     assert (
         "| strategy | ragas ID recall | ragas ID precision | ragas text recall | ragas text precision |"
@@ -220,10 +220,24 @@ def bridge_out(dataset_dir: Path, st_embedder: SentenceTransformerEmbedder) -> d
 
 
 def test_bridge_suite_rows_columns_and_build(bridge_out: dict[str, Any]) -> None:
-    names = ["dense", "bridge d=1", "bridge d=2", "bridge, paper variant d=1", "bridge, paper variant d=2"]
+    names = [
+        "dense",
+        "paper: filter only (d=0)",
+        "paper: + forest d=1",
+        "paper: + forest d=2",
+        "+ entity evidence, second filter hop (no walk)",
+        "+ entity-hop walk, 1 hop(s)",
+        "+ entity-hop walk, 2 hop(s)",
+        "+ entity-hop walk, 3 hop(s)",
+        "bridge (default)",
+        "default without the dense prior",
+        "default at d=0",
+        "default at d=1",
+        "default at d=2",
+    ]
     assert [r["strategy"] for r in bridge_out["rows"]] == names
     assert bridge_out["table"].splitlines()[0] == (
-        SUITE_HEAD + " p95_no_embed_ms | build_s | recall@5 vs dense | p50 / dense p50 |"
+        SUITE_HEAD + " p95_no_embed_ms | build_s | recall@5 vs dense | words@5 / dense | p50 / dense p50 |"
     )
     rows = _rows(bridge_out)
     assert "recall@5 vs dense" not in rows["dense"], "the reference row gets no comparison"
@@ -232,10 +246,10 @@ def test_bridge_suite_rows_columns_and_build(bridge_out: dict[str, Any]) -> None
         assert row["recall@5 vs dense"] == pytest.approx(row["recall@5"] - rows["dense"]["recall@5"])
         assert row["p50 / dense p50"] == pytest.approx(row["p50_ms"] / rows["dense"]["p50_ms"])
         assert 0 < row["p50_no_embed_ms"] <= row["p95_no_embed_ms"]
-        assert row["build_s"] == rows["bridge d=1"]["build_s"], "one Bridge build serves every row"
+        assert row["build_s"] == rows["bridge (default)"]["build_s"], "one Bridge build serves every row"
     assert (bridge_out["dataset"], bridge_out["questions"], bridge_out["passages"]) == ("tiny", 4, 10)
     build = bridge_out["build"]
-    assert build["bridge_build_s"] == pytest.approx(rows["bridge d=1"]["build_alone_s"])
+    assert build["bridge_build_s"] == pytest.approx(rows["bridge (default)"]["build_alone_s"])
     assert build["bridge_build_s"] > build["embed_corpus_once_s"] > 0
     assert build["build_over_embed"] == pytest.approx(build["bridge_build_s"] / build["embed_corpus_once_s"])
     assert {"chunk", "embed", "store", "entities"} <= set(build["steps_s"]), "shared steps + its own"
@@ -254,10 +268,11 @@ def umg_out(dataset_dir: Path, st_embedder: SentenceTransformerEmbedder) -> dict
 
 def test_umg_suite_rows_columns_and_baseline_builds(umg_out: dict[str, Any]) -> None:
     rrf = "hybrid RRF dense+bm25 (g=8, k=60)"
-    names = ["bm25 (g=8)", "dense (g=8)", rrf, "umg", "umgp"]
+    off = "without the bridging expert"
+    names = ["bm25 (g=8)", "dense (g=8)", rrf, f"umg {off}", "umg", f"umgp {off}", "umgp"]
     assert [r["strategy"] for r in umg_out["rows"]] == names
     assert umg_out["table"].splitlines()[0] == (
-        SUITE_HEAD + " build_s | AR@5 - RRF | words@5 / RRF | p50 / RRF p50 |"
+        SUITE_HEAD + " build_s | R@5 - RRF | AR@5 - RRF | words@5 / RRF | p50 / RRF p50 |"
     )
     rows = _rows(umg_out)
     assert "p50_no_embed_ms" not in rows["bm25 (g=8)"], "BM25 needs no query vector"
@@ -294,9 +309,16 @@ def bubble_out(
 
 
 def test_bubble_suite_rows_graph_and_localisation(bubble_out: dict[str, Any]) -> None:
-    assert [r["strategy"] for r in bubble_out["rows"]] == ["dense", "bridge", "bubble (no LLM)"]
+    assert [r["strategy"] for r in bubble_out["rows"]] == [
+        "dense",
+        "bridge",
+        "bubble: evidence graphs only (no walk, no dense pool)",
+        "bubble: + dense pool of 20 (no walk)",
+        "bubble: + walk + dense pool of 20",
+        "bubble (no LLM)",
+    ]
     assert bubble_out["table"].splitlines()[0] == (
-        SUITE_HEAD + " build_s | recall@5 - dense | p50 / dense p50 |"
+        SUITE_HEAD + " build_s | recall@5 - dense | words@5 / dense | p50 / dense p50 |"
     )
     rows = _rows(bubble_out)
     assert rows["dense"]["recall@5 - dense"] == 0.0
@@ -353,7 +375,7 @@ def test_cli_bench_writes_table_json_and_plot(dataset_dir: Path, tmp_path: Path,
     )
     assert code == 0
     text = capsys.readouterr().out
-    assert "| strategy | R@2 | AR@2 |" in text
+    assert "| strategy | R@2 | R@10 | AR@2 |" in text
     assert "| dense |" in text
     assert "| bm25 |" in text
     assert "ragas ID recall" in text
@@ -372,14 +394,16 @@ def test_cli_bench_suite_prints_the_table_and_build_and_writes_json(
     text = capsys.readouterr().out
     assert "tiny: 4 questions, 10 passages indexed one document each in shuffled order (seed 0)" in text
     assert SUITE_HEAD in text
-    assert "| bridge d=2 |" in text
-    assert "| bridge, paper variant d=2 |" in text
+    assert "| default at d=2 |" in text
+    assert "| paper: + forest d=2 |" in text
     assert "\nbuild: bridge index " in text
     assert "build steps (s): chunk " in text
     assert "\nindex: " in text
     data = json.loads(out.read_text())
     assert "table" not in data
-    assert [r["strategy"] for r in data["rows"]] == ["dense", "bridge d=2", "bridge, paper variant d=2"]
+    rows = [r["strategy"] for r in data["rows"]]
+    assert rows[:3] == ["dense", "paper: filter only (d=0)", "paper: + forest d=2"]
+    assert rows[-2:] == ["default at d=0", "default at d=2"]
 
 
 def test_cli_bench_names_the_line_and_field_of_a_malformed_dataset(tmp_path: Path, capsys: Any) -> None:

@@ -36,7 +36,7 @@ from tests.core.conftest import CountingEmbedder, hash_embedder
 
 
 def test_registry_lists_ours_baselines_peers_and_bubble() -> None:
-    assert list(STRATEGIES)[:6] == ["dense", "bm25", "hybrid", "bridge", "umg", "umgp"]
+    assert list(STRATEGIES)[:7] == ["dense", "bm25", "hybrid", "two-hop", "bridge", "umg", "umgp"]
     assert STRATEGIES["bubble"].requires == ("core.strategies.bubble",)
     assert STRATEGIES["umg"].key == STRATEGIES["umgp"].key == "umg"
     assert {n for n, s in STRATEGIES.items() if s.family == "peer"} == {
@@ -303,16 +303,17 @@ def test_the_suites_are_registry_configurations() -> None:
     for suite in (bridge_suite(), umg_suite(splade=True), bubble_suite(), comparison_suite()):
         assert {v.strategy for v in suite.variants} <= set(STRATEGIES), suite.name
     bridge = bridge_suite((1, 3))
-    assert [v.name for v in bridge.variants] == [
-        "dense",
-        "bridge d=1",
-        "bridge d=3",
-        "bridge, paper variant d=1",
-        "bridge, paper variant d=3",
-    ]
-    assert bridge.variants[-1].options == {"depth": 3}
-    assert bridge.variants[-1].config == PAPER_VARIANT
-    assert [v.name for v in bridge_suite((2,), paper_variant=False).variants] == ["dense", "bridge d=2"]
+    names = [v.name for v in bridge.variants]
+    assert names[:4] == ["dense", "paper: filter only (d=0)", "paper: + forest d=1", "paper: + forest d=3"]
+    assert names[-3:] == ["default at d=0", "default at d=1", "default at d=3"]
+    paper = bridge.variants[3]
+    assert paper.options == {"depth": 3}
+    assert paper.config == PAPER_VARIANT
+    assert PAPER_VARIANT["link_hops"] == 0, "the paper's Algorithm 1 has no entity-hop walk"
+    walks = [v for v in bridge.variants if v.name.startswith("+ entity-hop walk")]
+    assert [v.config for v in walks] == [{"link_hops": h} for h in (1, 2, 3)]
+    unpapered = [v.name for v in bridge_suite((2,), paper_variant=False).variants]
+    assert not any(n.startswith("paper") for n in unpapered)
     umg = umg_suite(splade=True)
     assert "splade (g=8)" in [v.name for v in umg.variants]
     assert umg.settings == {"umg": {"splade": True}}
@@ -320,11 +321,18 @@ def test_the_suites_are_registry_configurations() -> None:
     everything = comparison_suite(k=3)
     assert [v.name for v in everything.variants] == list(STRATEGIES)
     assert (everything.ks, everything.answer_k, everything.without_embedding, everything.strict) == (
-        (3,),
+        (2, 3, 10),
         3,
         False,
         False,
     )
+    assert everything.k == 10, "ten results per query, so recall@10 is measured"
+    assert [v.column for v in everything.versus] == [
+        "R@3 - dense",
+        "R@3 - two-hop",
+        "words@3 / dense",
+        "p50 / dense",
+    ]
 
 
 def test_evaluation_imports_no_framework_eagerly() -> None:

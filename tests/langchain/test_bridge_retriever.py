@@ -42,7 +42,7 @@ PROVENANCE_KEYS = (
     "depth",
     "cosine",
 )
-FOUND_BY = {"entity", "tree", "bridge", "dense"}
+FOUND_BY = {"entity", "hop", "tree", "bridge", "dense"}
 
 #: Demo documents of the shared index: those ten demo questions need, plus related distractors.
 SUBSET_IDS = (
@@ -230,18 +230,18 @@ def test_k_larger_than_the_corpus_returns_every_chunk(small_retriever: BridgeRet
 
 def test_depth_reaches_the_strategy(retriever: BridgeRetriever, questions: list[str]) -> None:
     deepest = 0
-    for q in questions:
-        flat = retriever.invoke(q, k=8, depth=0)
-        deep = retriever.invoke(q, k=8, depth=3)
+    for q in questions:  # k large enough to reach below the entity-hop results
+        flat = retriever.invoke(q, k=40, depth=0)
+        deep = retriever.invoke(q, k=40, depth=3)
         assert all(d.metadata["depth"] == 0 for d in flat)
         assert all(0 <= d.metadata["depth"] <= 3 for d in deep)
         deepest = max(deepest, *(d.metadata["depth"] for d in deep))
     # Chunks reached through the forest say how many levels away they were found.
     assert deepest > 0
     # The adapter forwards the option unchanged: the same as asking the strategy directly.
-    direct = retriever.strategy.retrieve(questions[2], k=8, depth=3)
+    direct = retriever.strategy.retrieve(questions[2], k=40, depth=3)
     assert [(d.id, d.metadata["depth"]) for d in deep] != [(d.id, d.metadata["depth"]) for d in flat]
-    assert [(d.id, d.metadata["depth"]) for d in retriever.invoke(questions[2], k=8, depth=3)] == [
+    assert [(d.id, d.metadata["depth"]) for d in retriever.invoke(questions[2], k=40, depth=3)] == [
         (r.id, r.metadata["depth"]) for r in direct
     ]
 

@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 from tqdm.auto import tqdm
 
-from core.embed import Embedder, as_embedder
+from core.embed import Embedder, as_embedder, window_chars
 from core.entities import EntityExtractor, default_entity_extractor
 from core.llm import as_llm
 from core.native.cluster_index import DEFAULT_PROBE_ROWS, ClusterIndex
@@ -69,10 +69,18 @@ from core.strategies.common import (
     jsonable,
     normalise_rows,
     open_index,
+    row_cosines,
     store_from_meta,
     timed,
 )
 from core.strategies.config import StrategyConfig
+from core.strategies.entity_links import (
+    EntityLinks,
+    HopConfig,
+    Reached,
+    links_files,
+    links_from_files,
+)
 from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
 from core.text import query_ngrams, title_entities
 from core.types import BuildReport, Document, Retrieved
@@ -82,7 +90,7 @@ __all__ = ["BridgeConfig", "BridgeRAG"]
 FloatMatrix = npt.NDArray[np.float32]
 
 INDEX_KIND = "bridge"
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: entity links (links.json, links_*.npy)
 
 #: Metadata keys bridge-rag writes on every chunk in Chroma.
 START_KEY = "start_index"
@@ -100,11 +108,13 @@ _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 @dataclass(frozen=True)
-class BridgeConfig(StrategyConfig):
+class BridgeConfig(StrategyConfig, HopConfig):
     """Settings of a Bridge-RAG index.
 
     Attributes:
-        chunk_size: Largest chunk, in characters (chunks keep whole sentences).
+        chunk_size: Largest chunk, in characters (chunks keep whole sentences); None = what
+            fits the embedder's input window (:func:`core.embed.window_chars`), so a passage
+            the model can read whole stays one chunk.
         chunk_overlap: Characters of trailing sentences repeated in the next chunk.
         abstract_size: Consecutive chunks per level-0 abstract (the paper's n = 5).
         branching: Children per parent in the upper levels.
@@ -128,12 +138,15 @@ class BridgeConfig(StrategyConfig):
             index over the same matrix (:mod:`core.native.cluster_index`: about 2,048 vectors scanned
             per query, so the cost grows with the square root of the corpus).
         dense_pool: Dense hits from Chroma added to the candidates; None = 2 x k, 0 = none.
+        link_hops, hop_seeds, link_bonus, hop_bonus, mention_bonus, link_max_df, mention_max_df,
+            link_max_ngram: The entity-hop walk
+            (:class:`~core.strategies.entity_links.HopConfig`).
         summary_words: Longest abstract summary, in words.
         fingerprint_bits: Fingerprint width of the entity filter (8-16).
         max_query_chars: Longest accepted query.
     """
 
-    chunk_size: int = 512
+    chunk_size: int | None = None
     chunk_overlap: int = 64
     abstract_size: int = 5
     branching: int = 4
@@ -158,8 +171,11 @@ class BridgeConfig(StrategyConfig):
     def checks(self) -> list[tuple[str, bool]]:
         """Bridge-RAG's range checks."""
         return [
-            ("chunk_size must be >= 1", self.chunk_size >= 1),
-            ("chunk_overlap must be >= 0 and below chunk_size", 0 <= self.chunk_overlap < self.chunk_size),
+            ("chunk_size must be None or >= 1", self.chunk_size is None or self.chunk_size >= 1),
+            (
+                "chunk_overlap must be >= 0 and below chunk_size",
+                0 <= self.chunk_overlap < (self.chunk_size if self.chunk_size is not None else 1 << 30),
+            ),
             ("abstract_size must be >= 1", self.abstract_size >= 1),
             ("branching must be >= 2", self.branching >= 2),
             ("depth must be >= 0", self.depth >= 0),
@@ -179,6 +195,7 @@ class BridgeConfig(StrategyConfig):
                 self.bridge_seeds >= 0 and self.bridge_max_df >= 0,
             ),
             ("tree_decay must be in [0, 1]", 0.0 <= self.tree_decay <= 1.0),
+            *self.hop_checks(),
             ("summary_words must be >= 5", self.summary_words >= 5),
             ("fingerprint_bits must be between 8 and 16", 8 <= self.fingerprint_bits <= 16),
             ("max_query_chars must be >= 1", self.max_query_chars >= 1),
@@ -209,6 +226,9 @@ class BridgeRAG:
         "abstract_id",
         "abstract_level",
         "depth",
+        "hop",
+        "hop_score",
+        "hop_entities",
     }
 
     def __init__(
@@ -245,6 +265,7 @@ class BridgeRAG:
         self._abs_alive: list[bool] = []
         self._abs_matrix: FloatMatrix = np.zeros((0, dim), dtype=np.float32)
         self._parent_cache: npt.NDArray[np.int32] | None = None
+        self._links = EntityLinks()
 
     # ------------------------------------------------------------------ properties
     @property
@@ -256,6 +277,11 @@ class BridgeRAG:
     def default_options(self) -> dict[str, Any]:
         """The ``retrieve`` options' defaults (adapters show them as their fields' values)."""
         return {"depth": self.config.depth, "include_abstracts": False}
+
+    @property
+    def chunk_size(self) -> int:
+        """The chunk size in use: ``config.chunk_size``, or what fits the embedder's window."""
+        return self.config.chunk_size if self.config.chunk_size is not None else window_chars(self.embedder)
 
     @property
     def num_chunks(self) -> int:
@@ -521,35 +547,54 @@ class BridgeRAG:
         )
         if n_rows == 0 or not alive.any():
             return []
-        matched = self._match_entities(text)
-        pool = self.config.dense_pool if self.config.dense_pool is not None else 2 * k
-        if not matched:
+        cfg = self.config
+        ner = self.entity_extractor.extract([text])[0] if cfg.query_ner else []
+        matched = self._match_entities(text, ner)
+        linked = (
+            self._links.live(self._links.link(text, ner, max_ngram=cfg.link_max_ngram), alive)
+            if cfg.link_hops > 0
+            else []
+        )
+        pool = cfg.dense_pool if cfg.dense_pool is not None else 2 * k
+        if not matched and not linked:
             return self._dense(query_vector, k, fallback="no-entity-match")
         seeds = sorted({a for ids in matched.values() for a in ids})
         ent_score = self._entity_scores(matched)
         bridged = self._bridge_scores(seeds, ent_score, query_vector, set(matched))
-        nodes, hops = self._forest.expand(seeds, depth)
+        nodes, hops = (
+            self._forest.expand(seeds, depth) if seeds else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        )
         tree = self._tree_scores(seeds, ent_score, depth)
         extra_nodes = np.asarray(sorted(bridged), dtype=np.int64)
-        cand = self._forest.chunk_ids(np.union1d(nodes, extra_nodes)).astype(np.int64)
+        cand = self._forest.chunk_ids(np.union1d(nodes, extra_nodes).astype(np.int64)).astype(np.int64)
         cand = cand[cand < n_rows]
         cand = cand[alive[cand]]
         dense_rows = [row for row, _ in self._dense_rows(query_vector, pool)] if pool > 0 else []
         if dense_rows:
             cand = np.union1d(cand, np.asarray(dense_rows, dtype=np.int64))
-        if cand.size == 0:
-            return self._dense(query_vector, k, fallback="no-candidates")
         ids, cos = top_k_cosine(query_vector, matrix, cand, int(cand.size))
+        cos_of = dict(zip(ids.tolist(), cos.astype(np.float64).tolist(), strict=True))
+        reached: dict[int, Reached] = {}
+        if linked:
+            cos_of, reached = self._links.propagate(
+                linked,
+                cos_of,
+                config=cfg,
+                alive=alive,
+                texts=self._table.texts,
+                cosine=lambda rows: row_cosines(query_vector, matrix, rows),
+            )
+        if not cos_of:
+            return self._dense(query_vector, k, fallback="no-candidates")
+        ids = np.asarray(sorted(cos_of), dtype=np.int64)
+        cos = np.asarray([cos_of[r] for r in ids.tolist()], dtype=np.float64)
         abstracts = row_abstract[ids]
         boost = np.array([ent_score.get(int(a), 0.0) for a in abstracts], dtype=np.float64)
         bridge = np.array([bridged.get(int(a), 0.0) for a in abstracts], dtype=np.float64)
         tree_s = self._lookup_tree(abstracts, tree, depth)
-        cfg = self.config
+        hop_s = np.array([reached[r].bonus if r in reached else 0.0 for r in ids.tolist()], dtype=np.float64)
         total = (
-            cos.astype(np.float64)
-            + cfg.entity_weight * boost
-            + cfg.bridge_weight * bridge
-            + cfg.tree_weight * tree_s
+            cos + cfg.entity_weight * boost + cfg.bridge_weight * bridge + cfg.tree_weight * tree_s + hop_s
         )
         order = np.lexsort((ids, -total))[:k]
         seed_set = set(seeds)
@@ -558,8 +603,11 @@ class BridgeRAG:
         for i in order:
             row, a = int(ids[i]), int(abstracts[i])
             via, via_hops = self._reached_through(a, node_hops)
+            walk = reached.get(row)
             if a in seed_set:
                 source = "entity"
+            elif walk is not None:
+                source = "hop"
             elif via is not None:
                 source = "tree"
             elif a in bridged:
@@ -579,6 +627,7 @@ class BridgeRAG:
                     depth=0 if a in seed_set else via_hops,
                     source=source,
                     fallback=None,
+                    walk=walk,
                 )
             )
         if include_abstracts:
@@ -604,6 +653,7 @@ class BridgeRAG:
                 "chunks.json": json_to_bytes(
                     {**self._table.to_json(), "abstract": self._row_abstract.tolist()}
                 ),
+                **links_files(self._links),
                 "abstracts.json": json_to_bytes(
                     {
                         "level": self._abs_level,
@@ -677,7 +727,7 @@ class BridgeRAG:
             doc_ids, rows = chunk_new_documents(
                 docs,
                 self._table.doc_rows,
-                chunk_size=self.config.chunk_size,
+                chunk_size=self.chunk_size,
                 chunk_overlap=self.config.chunk_overlap,
             )
         with timed(self.report, "embed"):
@@ -744,6 +794,9 @@ class BridgeRAG:
                 for j, ents in enumerate(abs_entities):
                     for ent in ents:
                         self._filter.insert(ent, [first_abs + j])
+            with timed(self.report, "entity links"):
+                titles = [_title_of(m) if self.config.title_entities else None for m in rows.metadatas]
+                self._links.add_units(titles, chunk_entities)
             if first_build:
                 with timed(self.report, "hierarchy"):
                     self._build_levels(list(range(first_abs, first_abs + len(spans))), weights, writer)
@@ -840,7 +893,7 @@ class BridgeRAG:
         return dict(sorted(counts.items()))
 
     # ------------------------------------------------------------------ internals: query
-    def _match_entities(self, text: str) -> dict[str, list[int]]:
+    def _match_entities(self, text: str, ner: Sequence[str]) -> dict[str, list[int]]:
         """Query entities found in the filter, with their abstract lists.
 
         Probes are the query's n-grams (longest first) and, with ``query_ner``, the entities
@@ -848,7 +901,6 @@ class BridgeRAG:
         is dropped ("west virginia" inside "johnnycake west virginia"); NER entities stay.
         """
         grams = [g for g in query_ngrams(text, self.config.max_ngram) if not _all_stopwords(g)]
-        ner = self.entity_extractor.extract([text])[0] if self.config.query_ner else []
         probes = list(dict.fromkeys(p for p in [*grams, *ner] if p))
         if not probes:
             return {}
@@ -1031,6 +1083,7 @@ class BridgeRAG:
         depth: int,
         source: str,
         fallback: str | None,
+        walk: Reached | None = None,
     ) -> Retrieved:
         meta = dict(self._table.metadatas[row])
         meta.setdefault(DOC_ID_KEY, self._table.doc_ids[row])
@@ -1046,6 +1099,9 @@ class BridgeRAG:
                 "abstract_id": abstract_id,
                 "abstract_level": self._abs_level[abstract_id],
                 "depth": depth,
+                "hop": walk.hop if walk is not None else 0,
+                "hop_score": walk.bonus if walk is not None else 0.0,
+                "hop_entities": list(walk.via) if walk is not None else [],
                 "found_by": source,
                 "fallback": fallback,
             }
@@ -1101,6 +1157,7 @@ class BridgeRAG:
             self._abs_entities = [[str(e) for e in ents] for ents in abstracts["entities"]]
             self._abs_doc = [None if d is None else str(d) for d in abstracts["doc_id"]]
             self._abs_alive = [bool(x) for x in abstracts["alive"]]
+            links = links_from_files(files)
         except KeyError as exc:
             raise ValueError(f"the index is missing {exc}; rebuild it") from exc
         except (TypeError, AttributeError) as exc:
@@ -1119,6 +1176,7 @@ class BridgeRAG:
             == n_abs
             and len(self._forest) == n_abs
             and (n == 0 or (row_abstract.min() >= 0 and row_abstract.max() < n_abs))
+            and links.num_units == n
         )
         if not consistent:
             raise ValueError(
@@ -1126,12 +1184,18 @@ class BridgeRAG:
             )
         self._table = ChunkTable.restore(chunks, matrix, store=self.store, what="chunks")
         self._row_abstract = row_abstract
+        self._links = links
         self.report.counts.update(
             {"documents": len(self._table.doc_rows), "chunks": self.num_chunks, "entities": self.num_entities}
         )
 
 
 # ---------------------------------------------------------------------- module helpers
+def _title_of(metadata: Mapping[str, Any]) -> str | None:
+    title = metadata.get("title")
+    return title if isinstance(title, str) and title.strip() else None
+
+
 def _all_stopwords(ngram: str) -> bool:
     words = ngram.split()
     return all(w in _STOPWORDS or len(w) < 2 for w in words)

@@ -46,7 +46,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from core.embed import Embedder, as_embedder, embed_query_with
+from core.embed import Embedder, as_embedder, embed_query_with, window_chars
 from core.llm import LLM, LLMOutputError, as_llm, complete_json
 from core.native.cluster_index import DEFAULT_EXACT_BELOW, DEFAULT_PROBE_ROWS
 from core.native.scoring import top_k_cosine
@@ -72,10 +72,12 @@ from core.strategies.common import (
     jsonable,
     normalise_rows,
     open_index,
+    row_cosines,
     store_from_meta,
     timed,
 )
 from core.strategies.config import StrategyConfig
+from core.strategies.entity_links import EntityLinks, HopConfig, Reached, links_files, links_from_files
 from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
 from core.text import make_doc_id
 from core.types import BuildReport, Document, Retrieved
@@ -84,7 +86,7 @@ __all__ = ["BubbleConfig", "BubbleRAG", "EvidenceGraph"]
 
 FloatMatrix = npt.NDArray[np.float32]
 INDEX_KIND = "bubble"
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: entity links over the chunks (the hop walk)
 _KIND_NAMES = ("meeting", "within-group", "anchors")
 _MAX_NODE_CHUNKS = 20  # a node mentioned in more chunks than this lends them no evidence
 _TITLE_EDGES = 12
@@ -92,11 +94,12 @@ _CONCEPT_CACHE = 4096  # concept vectors kept between queries
 
 
 @dataclass(frozen=True)
-class BubbleConfig(StrategyConfig):
+class BubbleConfig(StrategyConfig, HopConfig):
     """Settings of a BubbleRAG index.
 
     Attributes:
-        chunk_size: Largest chunk, in characters (chunks keep whole sentences).
+        chunk_size: Largest chunk, in characters (chunks keep whole sentences); None = what
+            fits the embedder's input window (:func:`core.embed.window_chars`).
         chunk_overlap: Characters of trailing sentences repeated in the next chunk.
         k: Default number of results.
         cooccurrence: Link the named entities of each sentence (besides SVO triples).
@@ -116,14 +119,20 @@ class BubbleConfig(StrategyConfig):
         max_path_cost: Paths costlier than this stop expanding.
         within_group_penalty: Cost factor (1 + penalty) of CEGs joining one concept's anchors.
         evidence_weight: Weight of the CEG evidence added to a chunk's cosine score.
-        dense_pool: Nearest chunks (exact scan) added to the candidates; 0 = none.
+        dense_pool: Nearest chunks (exact scan) added to the candidates; 0 = none (the
+            default: the evidence graphs and the walk choose the candidates; the nearest
+            chunks only fill the results when they find fewer than k).
         llm_depth: Rounds of LLM frontier expansion (only with an LLM).
         llm_frontier: Frontier facts shown to the LLM per round.
         llm_time_budget_s: Time budget of the LLM expansion per query.
+        link_hops, hop_seeds, link_bonus, hop_bonus, mention_bonus, link_max_df, mention_max_df,
+            link_max_ngram: The entity-hop walk over the chunks' graph entities
+            (:class:`~core.strategies.entity_links.HopConfig`), seeded by the chunks the
+            evidence graphs rank best; ``link_hops=0`` turns it off.
         max_query_chars: Longest accepted query.
     """
 
-    chunk_size: int = 512
+    chunk_size: int | None = None
     chunk_overlap: int = 64
     k: int = 4
     cooccurrence: bool = True
@@ -141,7 +150,7 @@ class BubbleConfig(StrategyConfig):
     max_path_cost: float = 4.0
     within_group_penalty: float = 0.5
     evidence_weight: float = 0.1
-    dense_pool: int = 20
+    dense_pool: int = 0
     llm_depth: int = 2
     llm_frontier: int = 15
     llm_time_budget_s: float = 20.0
@@ -152,8 +161,11 @@ class BubbleConfig(StrategyConfig):
     def checks(self) -> list[tuple[str, bool]]:
         """BubbleRAG's range checks."""
         return [
-            ("chunk_size must be >= 1", self.chunk_size >= 1),
-            ("chunk_overlap must be >= 0 and below chunk_size", 0 <= self.chunk_overlap < self.chunk_size),
+            ("chunk_size must be None or >= 1", self.chunk_size is None or self.chunk_size >= 1),
+            (
+                "chunk_overlap must be >= 0 and below chunk_size",
+                0 <= self.chunk_overlap < (self.chunk_size if self.chunk_size is not None else 1 << 30),
+            ),
             ("k must be >= 1", self.k >= 1),
             ("max_concepts must be >= 0", self.max_concepts >= 0),
             ("anchors must be >= 1", self.anchors >= 1),
@@ -177,6 +189,7 @@ class BubbleConfig(StrategyConfig):
             ),
             ("dense_pool must be >= 0", self.dense_pool >= 0),
             ("llm_depth and llm_frontier must be >= 0", self.llm_depth >= 0 and self.llm_frontier >= 0),
+            *self.hop_checks(),
             ("max_query_chars must be >= 1", self.max_query_chars >= 1),
         ]
 
@@ -229,6 +242,9 @@ class BubbleRAG:
         "evidence_triples",
         "concepts",
         "nodes",
+        "hop",
+        "hop_score",
+        "hop_entities",
     }
 
     def __init__(
@@ -255,6 +271,7 @@ class BubbleRAG:
         self._table = ChunkTable(embedder.dimension)
         self._nlp: Any = None
         self._concept_cache: dict[str, FloatMatrix] = {}
+        self._links = EntityLinks()
 
     # ------------------------------------------------------------------ properties
     @property
@@ -270,6 +287,11 @@ class BubbleRAG:
     def to_networkx(self) -> Any:
         """The knowledge graph as a ``networkx.MultiGraph``."""
         return self.kg.to_networkx()
+
+    @property
+    def chunk_size(self) -> int:
+        """The chunk size in use: ``config.chunk_size``, or what fits the embedder's window."""
+        return self.config.chunk_size if self.config.chunk_size is not None else window_chars(self.embedder)
 
     @property
     def num_chunks(self) -> int:
@@ -557,7 +579,7 @@ class BubbleRAG:
     ) -> list[Retrieved]:
         cegs, fallback = self._search(text, qv, concepts, known)
         if self._table.ids:
-            out = self._rank_chunks(qv, k, concepts, cegs, fallback)
+            out = self._rank_chunks(text, qv, k, concepts, cegs, fallback)
         else:
             out = [self._ceg_result(i, c, concepts) for i, c in enumerate(cegs[:k])]
         if include_triples and cegs:
@@ -800,6 +822,7 @@ class BubbleRAG:
     # ------------------------------------------------------------------ context
     def _rank_chunks(
         self,
+        text: str,
         qv: FloatMatrix,
         k: int,
         concepts: list[Concept],
@@ -829,11 +852,40 @@ class BubbleRAG:
         if cfg.dense_pool > 0:
             dense_ids, _ = top_k_cosine(qv, self._table.matrix, np.flatnonzero(alive), cfg.dense_pool)
             cand = np.union1d(cand, dense_ids.astype(np.int64))
-        if cand.size == 0:
-            return []
-        ids, cos = top_k_cosine(qv, self._table.matrix, cand, int(cand.size))
+        ids, cos = (
+            top_k_cosine(qv, self._table.matrix, cand, int(cand.size))
+            if cand.size
+            else (np.zeros(0, np.int64), np.zeros(0, np.float32))
+        )
+        # The evidence graphs rank the candidates; the best of them seed the entity-hop walk.
+        prior = {
+            int(r): float(c) + cfg.evidence_weight * evidence.get(int(r), (0.0, -1))[0]
+            for r, c in zip(ids.tolist(), cos.tolist(), strict=True)
+        }
+        reached: dict[int, Reached] = {}
+        if cfg.link_hops > 0 and self._links.num_units == len(alive):
+            names = [c.text for c in concepts if c.kind != "query"]
+            linked = self._links.live(self._links.link(text, names, max_ngram=cfg.link_max_ngram), alive)
+            if linked:
+                prior, reached = self._links.propagate(
+                    linked,
+                    prior,
+                    config=cfg,
+                    alive=alive,
+                    texts=self._table.texts,
+                    cosine=lambda rows: row_cosines(qv, self._table.matrix, rows),
+                )
+        if len(prior) < k:  # too little evidence: the nearest chunks fill the results
+            near, sims = top_k_cosine(qv, self._table.matrix, np.flatnonzero(alive), k)
+            for r, c in zip(near.tolist(), sims.tolist(), strict=True):
+                if len(prior) >= k:
+                    break
+                prior.setdefault(int(r), float(c))
+        ids = np.asarray(sorted(prior), dtype=np.int64)
+        cosines = row_cosines(qv, self._table.matrix, ids)
         ev = np.asarray([evidence.get(int(r), (0.0, -1))[0] for r in ids], dtype=np.float64)
-        total = cos.astype(np.float64) + cfg.evidence_weight * ev
+        hop = np.asarray([reached[r].bonus if r in reached else 0.0 for r in ids.tolist()], dtype=np.float64)
+        total = cosines + cfg.evidence_weight * ev + hop
         order = np.lexsort((ids, -total))[:k]
         concept_meta = [{"text": c.text, "weight": round(c.weight, 4), "kind": c.kind} for c in concepts]
         out = []
@@ -846,9 +898,12 @@ class BubbleRAG:
                 {
                     "strategy": self.name,
                     "score": float(total[i]),
-                    "cosine": float(cos[i]),
+                    "cosine": float(cosines[i]),
                     "evidence": float(ev[i]),
-                    "found_by": "evidence" if rank >= 0 else "dense",
+                    "hop": reached[row].hop if row in reached else 0,
+                    "hop_score": float(hop[i]),
+                    "hop_entities": list(reached[row].via) if row in reached else [],
+                    "found_by": "evidence" if rank >= 0 else ("hop" if row in reached else "dense"),
                     "ceg_rank": rank,
                     "ceg_kind": cegs[rank].kind if rank >= 0 else None,
                     "covered_concepts": list(cegs[rank].covered) if rank >= 0 else [],
@@ -911,7 +966,7 @@ class BubbleRAG:
             doc_ids, chunks = chunk_new_documents(
                 docs,
                 self._table.doc_rows,
-                chunk_size=self.config.chunk_size,
+                chunk_size=self.chunk_size,
                 chunk_overlap=self.config.chunk_overlap,
             )
         with timed(self.report, "embed"):
@@ -929,16 +984,19 @@ class BubbleRAG:
             with timed(self.report, "triples"):
                 found = self.triple_extractor.extract(chunks.texts, titles)
             with timed(self.report, "graph"):
+                chunk_names: list[list[str]] = []
                 for i, triples in enumerate(found):
                     row = base + i
                     self.kg.add_triples(triples, chunk=row)
+                    names = list(dict.fromkeys(n for t in triples for n in (t.head, t.tail)))
+                    chunk_names.append(names)
                     title = titles[i]
                     if title and self.config.title_edges:
-                        names = list(dict.fromkeys(n for t in triples for n in (t.head, t.tail)))
                         self.kg.add_node(title, row)
                         self.kg.add_triples(
                             [Triple(title, "mentions", n, "title") for n in names[:_TITLE_EDGES]], chunk=row
                         )
+                self._links.add_units(titles, chunk_names)
             with timed(self.report, "embed graph"):
                 self.kg.embed_missing(self.embedder, show_progress=self.show_progress)
             with timed(self.report, "anchor index"):
@@ -971,6 +1029,7 @@ class BubbleRAG:
                 # Graphs built without a store keep their chunk texts here.
                 "chunks.json": json_to_bytes(self._table.to_json(with_texts=self.store is None)),
                 "terms.json": json_to_bytes({"df": dict(self.terms.df), "documents": self.terms.documents}),
+                **links_files(self._links),
             }
             meta = {
                 "config": self.config.to_dict(),
@@ -1025,6 +1084,7 @@ class BubbleRAG:
             doc_ids = [str(x) for x in chunks["doc_ids"]]
             alive = np.asarray(chunks["alive"], dtype=bool)
             saved_texts = chunks.get("texts")
+            links = links_from_files(files)
             self.terms = TermStatistics(
                 {str(k): int(v) for k, v in terms["df"].items()}, int(terms["documents"])
             )
@@ -1038,6 +1098,7 @@ class BubbleRAG:
             or alive.shape != (n,)
             or matrix.shape != (n, self.embedder.dimension)
             or not np.isfinite(matrix).all()
+            or links.num_units != n
         ):
             raise ValueError(
                 "the index files disagree with each other (sizes or dimensions); rebuild the index"
@@ -1052,6 +1113,7 @@ class BubbleRAG:
             else None
         )
         self._table = ChunkTable.restore(chunks, matrix, store=self.store, what="chunks", texts=given)
+        self._links = links
         self._count()
 
     def _autosave(self) -> None:

@@ -19,6 +19,7 @@ de-duplication run in C++.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -32,6 +33,7 @@ import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from core.embed import Embedder, as_embedder
+from core.entities import EntityExtractor, default_entity_extractor
 from core.native.fusion import fuse_weighted, merge_intervals, rrf_fuse
 from core.native.scoring import top_k_cosine
 from core.persist import (
@@ -57,9 +59,11 @@ from core.strategies.common import (
     embed_in_batches,
     normalise_rows,
     open_index,
+    row_cosines,
     store_from_meta,
 )
 from core.strategies.config import StrategyConfig
+from core.strategies.entity_links import EntityLinks, HopConfig, links_files, links_from_files
 from core.strategies.table import ChunkRows, ChunkTable, check_new_documents
 from core.strategies.umg.sparse import BM25Expert, SpladeExpert
 from core.strategies.umg.uncertainty import entropy_confidence, minmax_normalize, standardize
@@ -70,11 +74,11 @@ __all__ = ["UMGRAG", "UMGConfig"]
 
 FloatMatrix = npt.NDArray[np.float32]
 INDEX_KIND = "umg"
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: the bridging expert's entity links
 
 
 @dataclass(frozen=True)
-class UMGConfig(StrategyConfig):
+class UMGConfig(StrategyConfig, HopConfig):
     """Settings of a UMG-RAG index.
 
     Attributes:
@@ -87,6 +91,12 @@ class UMGConfig(StrategyConfig):
         fine_max: Units whose smallest granularity is at most this are promoted.
         parent_granularity: The granularity of the parent windows.
         promotion_pool: Fused units considered for promotion, as a multiple of k.
+        bridge_granularity: The granularity of the bridging expert's units (its list ranks
+            these windows).
+        bridge_weight: Multiplies the bridging expert's entropy confidence in the fusion.
+        link_hops, hop_seeds, link_bonus, hop_bonus, mention_bonus, link_max_df, mention_max_df,
+            link_max_ngram: The bridging expert's entity-hop walk
+            (:class:`~core.strategies.entity_links.HopConfig`); ``link_hops=0`` turns the expert off.
         max_query_chars: Longest accepted query.
     """
 
@@ -98,6 +108,8 @@ class UMGConfig(StrategyConfig):
     fine_max: int = 4
     parent_granularity: int = 8
     promotion_pool: int = 10
+    bridge_granularity: int = 8
+    bridge_weight: float = 8.0
     max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
 
     def checks(self) -> list[tuple[str, bool]]:
@@ -113,6 +125,12 @@ class UMGConfig(StrategyConfig):
             ("temperature must be a positive finite number", 0 < self.temperature < float("inf")),
             ("parent_granularity must be one of the granularities", self.parent_granularity in gs),
             ("promotion_pool must be >= 1", self.promotion_pool >= 1),
+            ("bridge_granularity must be one of the granularities", self.bridge_granularity in gs),
+            (
+                "bridge_weight must be finite and >= 0",
+                math.isfinite(self.bridge_weight) and self.bridge_weight >= 0,
+            ),
+            *self.hop_checks(),
             ("max_query_chars must be >= 1", self.max_query_chars >= 1),
         ]
 
@@ -124,6 +142,7 @@ class _List:
     ids: npt.NDArray[np.int64]
     scores: npt.NDArray[np.float32]
     confidence: float
+    weight: float = 1.0  # multiplies the confidence in the fusion (the bridging expert's bridge_weight)
 
 
 class UMGRAG:
@@ -152,9 +171,11 @@ class UMGRAG:
         *,
         config: UMGConfig | None = None,
         splade: SpladeExpert | None = None,
+        entity_extractor: EntityExtractor | None = None,
         show_progress: bool = False,
     ) -> None:
         self.config = config or UMGConfig()
+        self._extractor = entity_extractor
         self.store = store
         self.embedder = embedder
         self.splade = splade
@@ -166,6 +187,10 @@ class UMGRAG:
         self._table = ChunkTable(embedder.dimension)
         self._bm25: dict[int, BM25Expert] = {}
         self._parent_of: Any = None
+        self._links = EntityLinks()  # over the bridge-granularity units
+        self._link_rows: list[int] = []  # link unit -> table row
+        self._link_of_row: dict[int, int] = {}
+        self._link_texts: list[str] = []  # link unit -> its text (the table's strings)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -185,8 +210,16 @@ class UMGRAG:
 
     @property
     def experts(self) -> list[str]:
-        """The experts in use."""
-        return ["dense", "bm25"] + (["splade"] if self.splade is not None else [])
+        """The experts in use (``bridge``: the entity-hop expert, when ``link_hops`` > 0)."""
+        sparse = ["dense", "bm25"] + (["splade"] if self.splade is not None else [])
+        return sparse + (["bridge"] if self.config.link_hops > 0 else [])
+
+    @property
+    def entity_extractor(self) -> EntityExtractor:
+        """The bridging expert's entity extractor (spaCy NER by default, loaded on first use)."""
+        if self._extractor is None:
+            self._extractor = default_entity_extractor()
+        return self._extractor
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -401,6 +434,11 @@ class UMGRAG:
                 u.by_granularity.setdefault(g, []).extend(base + m for m in members)
             self._parent_of = None
             t0 = time.perf_counter()
+            self._link_units(base, new.granularities, [metas[d] for d in new.doc_ids])
+            self.report.seconds["entity links"] = (
+                self.report.seconds.get("entity links", 0.0) + time.perf_counter() - t0
+            )
+            t0 = time.perf_counter()
             self._index_sparse()
             self.report.seconds["sparse"] = self.report.seconds.get("sparse", 0.0) + time.perf_counter() - t0
             if self.splade is not None:
@@ -422,6 +460,65 @@ class UMGRAG:
                 }
             )
             return [d for d, _ in pairs]
+
+    def _link_units(
+        self, base: int, granularities: Sequence[Sequence[int]], metas: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Entity links of the new bridge-granularity units (rows ``base ..``): NER and titles."""
+        if self.config.link_hops <= 0:
+            return
+        g = self.config.bridge_granularity
+        rows = [base + i for i, gs in enumerate(granularities) if g in gs]
+        texts = [self._table.texts[r] for r in rows]
+        entities: list[list[str]] = []
+        for start in tqdm(
+            range(0, len(texts), 256), desc="entities", disable=not self.show_progress, leave=False
+        ):
+            entities += self.entity_extractor.extract(texts[start : start + 256])
+        titles = [_title(metas[r - base]) for r in rows]
+        self._links.add_units(titles, entities)
+        for r in rows:
+            self._link_of_row[r] = len(self._link_rows)
+            self._link_rows.append(r)
+            self._link_texts.append(self._table.texts[r])
+
+    def _bridge_list(self, text: str, query_vector: FloatMatrix, dense: _List | None) -> _List | None:
+        """The bridging expert: the entity-hop walk from the query's entities, over the dense list."""
+        cfg = self.config
+        if cfg.link_hops <= 0 or not self._link_rows:
+            return None
+        link_rows = np.asarray(self._link_rows, dtype=np.int64)
+        alive = self._table.alive[link_rows]
+        linked = self._links.live(
+            self._links.link(text, self.entity_extractor.extract([text])[0], max_ngram=cfg.link_max_ngram),
+            alive,
+        )
+        if not linked:
+            return None
+        pool: dict[int, float] = {}
+        if dense is not None:
+            for row, sc in zip(dense.ids.tolist(), dense.scores.tolist(), strict=True):
+                if row in self._link_of_row:
+                    pool[self._link_of_row[row]] = float(sc)
+        matrix = self._table.matrix
+        cos, reached = self._links.propagate(
+            linked,
+            pool,
+            config=cfg,
+            alive=alive,
+            texts=self._link_texts,
+            cosine=lambda units: row_cosines(query_vector, matrix, link_rows[units]),
+        )
+        if not reached:
+            return None
+        units = sorted(cos, key=lambda u: (-(cos[u] + (reached[u].bonus if u in reached else 0.0)), u))
+        units = units[: cfg.candidates]
+        scores = np.asarray(
+            [cos[u] + (reached[u].bonus if u in reached else 0.0) for u in units], dtype=np.float32
+        )
+        li = self._make_list("bridge", cfg.bridge_granularity, link_rows[units], scores)
+        li.weight = cfg.bridge_weight
+        return li
 
     def _index_sparse(self) -> None:
         for g in tqdm(
@@ -461,9 +558,14 @@ class UMGRAG:
             self.splade.encode([text]) if self.splade is not None and self.splade.matrix is not None else None
         )
         lists: list[_List] = []
+        ranking = [e for e in self.experts if e != "bridge"]
         for g in self.config.granularities:
-            lists += self._single_lists(text, query_vector, g, self.experts, splade_query=splade_query)
-        return lists
+            lists += self._single_lists(text, query_vector, g, ranking, splade_query=splade_query)
+        dense = next(
+            (li for li in lists if li.expert == "dense" and li.g == self.config.bridge_granularity), None
+        )
+        bridge = self._bridge_list(text, query_vector, dense)
+        return [*lists, bridge] if bridge is not None else lists
 
     def _make_list(self, expert: str, g: int, ids: npt.NDArray[Any], scores: npt.NDArray[Any]) -> _List:
         s = np.asarray(scores, dtype=np.float32)
@@ -502,7 +604,7 @@ class UMGRAG:
         offsets[1:] = np.cumsum([len(li.ids) for li in lists])
         unit_ids = np.concatenate([li.ids for li in lists])
         norm = np.concatenate([minmax_normalize(li.scores) for li in lists]).astype(np.float32)
-        weights = np.asarray([li.confidence for li in lists], dtype=np.float32)
+        weights = np.asarray([li.confidence * li.weight for li in lists], dtype=np.float32)
         pool = k if not parent_promotion else max(k, self.config.promotion_pool * k)
         fused_ids, fused = fuse_weighted(offsets, unit_ids, norm, weights, pool)
         if parent_promotion:
@@ -667,6 +769,8 @@ class UMGRAG:
                     }
                 ),
                 "unit_embeddings.npy": array_to_bytes(self._table.matrix),
+                "link_rows.npy": array_to_bytes(np.asarray(self._link_rows, dtype=np.int64)),
+                **links_files(self._links),
             }
             for g, expert in self._bm25.items():
                 for name, blob in expert.to_files().items():
@@ -738,6 +842,8 @@ class UMGRAG:
             )
             alive = np.asarray(data["alive"], dtype=bool)
             matrix = array_from_bytes(files["unit_embeddings.npy"], dtype=np.float32, ndim=2)
+            links = links_from_files(files)
+            link_rows = array_from_bytes(files["link_rows.npy"], dtype=np.int64, ndim=1).tolist()
             for g in self.config.granularities:
                 prefix = f"bm25_g{g}."
                 self._bm25[g] = BM25Expert.from_files(
@@ -759,8 +865,19 @@ class UMGRAG:
             )
         if any(m < 0 or m >= n for members in u.by_granularity.values() for m in members):
             raise ValueError("the index refers to units that do not exist; rebuild the index")
+        if links.num_units != len(link_rows) or any(r < 0 or r >= n for r in link_rows):
+            raise ValueError("the index's entity links disagree with its units; rebuild the index")
         self._table = ChunkTable.restore(data, matrix, store=self.store, what="units")
         self._parent_of = None
+        self._links = links
+        self._link_rows = link_rows
+        self._link_of_row = {r: i for i, r in enumerate(link_rows)}
+        self._link_texts = [self._table.texts[r] for r in link_rows]
+
+
+def _title(metadata: Mapping[str, Any]) -> str | None:
+    title = metadata.get("title")
+    return title if isinstance(title, str) and title.strip() else None
 
 
 def _as_splade(value: SpladeExpert | str | os.PathLike[str] | bool | None) -> SpladeExpert | None:

@@ -1,0 +1,385 @@
+"""Entity links between a strategy's units, and the hop propagation that walks them.
+
+Multi-hop questions name one entity and ask about another that only the first one's passage
+names ("Where was the composer of *By the Beautiful Sea* born?": the song's passage names the
+composer, the composer's passage has the birthplace). Dense similarity finds the first passage
+and misses the second; the links below find it with no LLM call:
+
+- **about**: an entity -> the units that are *about* it: those whose document title is that
+  entity (``title_entities``: the title, and the title without a trailing qualifier).
+- **mentions**: an entity -> the units whose extracted entities (spaCy NER) include it, and,
+  at query time, the entities whose names occur in a unit's text (any n-gram of the text that
+  is a known entity name: how a passage "names" another passage's subject).
+
+:meth:`EntityLinks.propagate` runs the hops over those links (what LinearRAG calls semantic
+bridging, with HippoRAG's node specificity as the weight of a mention):
+
+1. The query's entities (its n-grams that are entity names, longest match first, and its NER
+   entities) give hop 1: the units about them get ``link_bonus``; the units mentioning them
+   get ``mention_bonus`` times the entity's specificity (``log(N / df) / log(N)``).
+2. Each further hop takes the ``hop_seeds`` best units so far (cosine plus bonus: the dense prior
+   decides which passage's names are followed, so the walk follows the passages that match
+   the question) and follows the entities they name: the units about those get ``hop_bonus``
+   (the mentioning units ``mention_bonus`` x specificity again). Evidence accumulates like
+   the mass of an iterated propagation: a unit reached on several hops collects each hop's
+   bonus, so the names of a unit that stays among the best count once per hop (a passage the
+   best passage names rises with every hop), and a unit that rises into the seeds lends its
+   own names on the next hop (the third passage of a three-hop chain).
+
+Entities linked to more than ``link_max_df`` units (or mentioned by more than
+``mention_max_df``) are too common to say anything and are not followed. The walk touches only
+the units it reaches (a few dozen), so its cost does not grow with the corpus; the cosine of
+each reached unit comes from the strategy (an exact scan of those rows).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from core.persist import array_from_bytes, array_to_bytes, json_from_bytes, json_to_bytes
+from core.text import normalize_entity, query_ngrams, title_entities
+
+__all__ = [
+    "EntityLinks",
+    "HopConfig",
+    "Reached",
+    "is_nameable",
+    "links_files",
+    "links_from_files",
+]
+
+IntArray = npt.NDArray[np.int64]
+
+#: Words that never make an entity on their own (an n-gram made only of them is not linked).
+_FUNCTION_WORDS = frozenset(
+    {
+        "a", "an", "the", "of", "in", "on", "at", "to", "for", "by", "with", "and", "or", "is", "was",
+        "were", "are", "be", "been", "who", "what", "which", "when", "where", "whose", "how", "why",
+        "did", "does", "do", "that", "this", "from", "as", "it", "its", "his", "her", "their", "than",
+        "then", "he", "she", "they", "film", "song", "album", "born",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class HopConfig:
+    """How far and how strongly :meth:`EntityLinks.propagate` walks.
+
+    The strategies' configs derive from it (``BridgeConfig``, ``UMGConfig``, ``BubbleConfig``
+    all have these fields, with these names).
+
+    Attributes:
+        link_hops: Rounds of the walk: 0 = none, 1 = the query's own entities, 2 and more = also
+            the entities the best units name.
+        hop_seeds: Best units whose named entities each further hop follows.
+        link_bonus: Added to a unit about a query entity (hop 1).
+        hop_bonus: Added to a unit about an entity a seed names (each hop after the first).
+        mention_bonus: Added, times the entity's specificity, to a unit that mentions a
+            followed entity (0 = about-links only).
+        link_max_df: Entities about more units than this are not followed.
+        mention_max_df: Entities mentioned by more units than this are not followed by mention.
+        link_max_ngram: Longest n-gram, in words, looked up as an entity name (in the query
+            and in a seed's text).
+    """
+
+    link_hops: int = 4
+    hop_seeds: int = 2
+    link_bonus: float = 0.3
+    hop_bonus: float = 0.15
+    mention_bonus: float = 0.05
+    link_max_df: int = 5
+    mention_max_df: int = 20
+    link_max_ngram: int = 8
+    hub_discount: bool = True
+
+    def hop_checks(self) -> list[tuple[str, bool]]:
+        """Range checks of the hop settings, as a strategy config's ``checks()`` lists them."""
+        bonuses = (self.link_bonus, self.hop_bonus, self.mention_bonus)
+        return [
+            ("link_hops must be between 0 and 8", 0 <= self.link_hops <= 8),
+            ("hop_seeds must be >= 1", self.hop_seeds >= 1),
+            (
+                "link_bonus, hop_bonus and mention_bonus must be finite and >= 0",
+                all(math.isfinite(b) and b >= 0 for b in bonuses),
+            ),
+            (
+                "link_max_df and mention_max_df must be >= 1",
+                self.link_max_df >= 1 and self.mention_max_df >= 1,
+            ),
+            ("link_max_ngram must be between 1 and 12", 1 <= self.link_max_ngram <= 12),
+        ]
+
+
+@dataclass
+class Reached:
+    """What the walk found for one unit.
+
+    Attributes:
+        bonus: Summed evidence added to its cosine.
+        hop: The first hop that reached it (1 = a query entity).
+        via: The entity names it was reached through, in order.
+    """
+
+    bonus: float = 0.0
+    hop: int = 0
+    via: list[str] = field(default_factory=list)
+
+
+class EntityLinks:
+    """The about / mentions links of a set of units (chunks, windows, graph chunks).
+
+    Units are the strategy's row numbers; a deleted unit stays linked and is skipped through
+    the ``alive`` mask the strategy passes. Updates are incremental (:meth:`add_units`).
+    """
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.vocab: dict[str, int] = {}
+        self._about: list[list[int]] = []  # entity -> units about it
+        self._mentions: list[list[int]] = []  # entity -> units whose NER names it
+        self._unit_about: list[list[int]] = []  # unit -> its title entities
+        self._unit_entities: list[list[int]] = []  # unit -> its NER entities
+        self._named_cache: dict[int, list[int]] = {}
+
+    # ------------------------------------------------------------------ building
+    @property
+    def num_units(self) -> int:
+        """Units linked so far (dead ones included)."""
+        return len(self._unit_about)
+
+    def _entity(self, name: str) -> int:
+        e = self.vocab.get(name)
+        if e is None:
+            e = self.vocab[name] = len(self.names)
+            self.names.append(name)
+            self._about.append([])
+            self._mentions.append([])
+        return e
+
+    def add_units(self, titles: Sequence[str | None], entities: Sequence[Sequence[str]]) -> None:
+        """Links the next units (rows ``num_units ..``): their titles and extracted entities.
+
+        Args:
+            titles: Each unit's document title (None: no title, so nothing is about it).
+            entities: Each unit's extracted entity names (normalised here).
+
+        Raises:
+            ValueError: The two sequences differ in length.
+        """
+        if len(titles) != len(entities):
+            raise ValueError(f"{len(titles)} titles for {len(entities)} entity lists")
+        for title, names in zip(titles, entities, strict=True):
+            unit = len(self._unit_about)
+            about = [self._entity(n) for n in (title_entities(title) if title else []) if is_nameable(n)]
+            ents = [
+                self._entity(n) for n in dict.fromkeys(normalize_entity(x) for x in names) if is_nameable(n)
+            ]
+            for e in about:
+                self._about[e].append(unit)
+            for e in dict.fromkeys([*about, *ents]):
+                self._mentions[e].append(unit)
+            self._unit_about.append(about)
+            self._unit_entities.append(ents)
+        self._named_cache.clear()  # new names can occur in old texts
+
+    # ------------------------------------------------------------------ persistence
+    def to_arrays(self) -> tuple[list[str], dict[str, IntArray]]:
+        """The names and the two unit -> entity lists as CSR arrays (what is saved)."""
+        arrays: dict[str, IntArray] = {}
+        for key, lists in (("about", self._unit_about), ("entities", self._unit_entities)):
+            indptr = np.zeros(len(lists) + 1, dtype=np.int64)
+            indptr[1:] = np.cumsum([len(x) for x in lists])
+            arrays[f"{key}_indptr"] = indptr
+            arrays[f"{key}_indices"] = np.asarray([e for x in lists for e in x], dtype=np.int64)
+        return list(self.names), arrays
+
+    @classmethod
+    def from_arrays(cls, names: Sequence[str], arrays: Mapping[str, npt.NDArray[Any]]) -> EntityLinks:
+        """Rebuilds the links saved by :meth:`to_arrays`.
+
+        Raises:
+            ValueError: Inconsistent arrays (a bad index, lists of different lengths).
+        """
+        links = cls()
+        if len(set(names)) != len(names) or not all(isinstance(n, str) for n in names):
+            raise ValueError("entity names must be distinct strings")
+        for n in names:
+            links._entity(n)
+        per_key: dict[str, list[list[int]]] = {}
+        for key in ("about", "entities"):
+            indptr = np.asarray(arrays[f"{key}_indptr"], dtype=np.int64)
+            indices = np.asarray(arrays[f"{key}_indices"], dtype=np.int64)
+            if indptr.ndim != 1 or indptr.size == 0 or indptr[0] != 0 or indptr[-1] != indices.size:
+                raise ValueError(f"entity links: bad {key} offsets")
+            if np.any(np.diff(indptr) < 0) or (
+                indices.size and (indices.min() < 0 or indices.max() >= len(names))
+            ):
+                raise ValueError(f"entity links: {key} lists out of range")
+            flat = indices.tolist()
+            bounds = indptr.tolist()
+            per_key[key] = [flat[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
+        if len(per_key["about"]) != len(per_key["entities"]):
+            raise ValueError("entity links: the about and entity lists cover different units")
+        for unit, (about, ents) in enumerate(zip(per_key["about"], per_key["entities"], strict=True)):
+            for e in about:
+                links._about[e].append(unit)
+            for e in dict.fromkeys([*about, *ents]):
+                links._mentions[e].append(unit)
+            links._unit_about.append(about)
+            links._unit_entities.append(ents)
+        return links
+
+    # ------------------------------------------------------------------ querying
+    def link(self, text: str, extracted: Iterable[str] = (), *, max_ngram: int = 8) -> list[int]:
+        """The entities a text names: its longest n-grams that are entity names, and ``extracted``.
+
+        An n-gram inside a longer linked n-gram is dropped ("west virginia" inside "johnnycake
+        west virginia"); extracted names are kept as they are.
+        """
+        found = [g for g in query_ngrams(text, max_ngram) if g in self.vocab and is_nameable(g)]
+        kept: list[str] = []
+        for g in found:  # longest first
+            if not any(f" {g} " in f" {h} " for h in kept):
+                kept.append(g)
+        for name in extracted:
+            n = normalize_entity(name)
+            if n in self.vocab and is_nameable(n):
+                kept.append(n)
+        return list(dict.fromkeys(self.vocab[g] for g in kept))
+
+    def live(self, entities: Iterable[int], alive: npt.NDArray[np.bool_]) -> list[int]:
+        """The entities that still link a live unit (about it or mentioned by it)."""
+        return [e for e in entities if any(alive[u] for u in (*self._about[e], *self._mentions[e]))]
+
+    def named_by(self, unit: int, text: str, *, max_ngram: int = 8) -> list[int]:
+        """The entities a unit names: its extracted ones and the entity names in its text (cached)."""
+        cached = self._named_cache.get(unit)
+        if cached is None:
+            grams = [
+                self.vocab[g] for g in query_ngrams(text, max_ngram) if g in self.vocab and is_nameable(g)
+            ]
+            cached = list(dict.fromkeys([*self._unit_entities[unit], *grams]))
+            self._named_cache[unit] = cached
+        return cached
+
+    def propagate(
+        self,
+        linked: Sequence[int],
+        candidates: Mapping[int, float],
+        *,
+        config: HopConfig,
+        alive: npt.NDArray[np.bool_],
+        texts: Sequence[str],
+        cosine: Callable[[IntArray], npt.NDArray[np.float64]],
+    ) -> tuple[dict[int, float], dict[int, Reached]]:
+        """Walks the links from the query's entities for ``config.link_hops`` hops.
+
+        Args:
+            linked: The query's entities (:meth:`link`).
+            candidates: Units already scored (row -> cosine), e.g. the dense pool; the best of
+                them (with their bonus) seed the later hops too.
+            config: Hops, seeds, bonuses and the frequency limits.
+            alive: Live mask over the units (dead units are never reached).
+            texts: Unit texts (for the names a seed's text contains).
+            cosine: Cosine of the query with the given rows.
+
+        Returns:
+            ``(cos, reached)``: the cosine of every unit scored (the candidates and the units
+            reached), and what the walk found for each unit it reached.
+        """
+        cos = dict(candidates)
+        reached: dict[int, Reached] = {}
+        if config.link_hops <= 0 or not linked:
+            return cos, reached
+        n_units = max(2, len(self._unit_about))
+        log_n = math.log(n_units)
+
+        def specificity(e: int) -> float:
+            return math.log(n_units / max(1, len(self._mentions[e]))) / log_n
+
+        def follow(
+            entities: Iterable[int], about_bonus: float, gained: dict[int, tuple[float, str]], skip: int
+        ) -> None:
+            for e in entities:
+                about = self._about[e]
+                if 0 < len(about) <= config.link_max_df:
+                    # a name the seed shares with many units (a hub) says little about the seed
+                    w = about_bonus if skip < 0 or not config.hub_discount else about_bonus * specificity(e)
+                    for u in about:
+                        if u != skip and alive[u] and w > gained.get(u, (0.0, ""))[0]:
+                            gained[u] = (w, self.names[e])
+                mentions = self._mentions[e]
+                if config.mention_bonus > 0 and 0 < len(mentions) <= config.mention_max_df:
+                    w = config.mention_bonus * specificity(e)
+                    for u in mentions:
+                        if u != skip and alive[u] and w > gained.get(u, (0.0, ""))[0]:
+                            gained[u] = (w, self.names[e])
+
+        for hop in range(1, config.link_hops + 1):
+            gained: dict[int, tuple[float, str]] = {}
+            if hop == 1:
+                follow(linked, config.link_bonus, gained, -1)
+            else:
+                ranked = sorted(
+                    cos, key=lambda u: (-(cos[u] + (reached[u].bonus if u in reached else 0.0)), u)
+                )
+                for s in ranked[: config.hop_seeds]:
+                    named = [e for e in self.named_by(s, texts[s], max_ngram=config.link_max_ngram)]
+                    follow(named, config.hop_bonus, gained, s)
+            for u, (w, name) in gained.items():  # one bonus per hop, however many seeds reach a unit
+                r = reached.get(u)
+                if r is None:
+                    r = reached[u] = Reached(hop=hop)
+                r.bonus += w
+                if name not in r.via:
+                    r.via.append(name)
+            self._score_new(cos, reached, cosine)
+        return cos, reached
+
+    @staticmethod
+    def _score_new(
+        cos: dict[int, float],
+        reached: Mapping[int, Reached],
+        cosine: Callable[[IntArray], npt.NDArray[np.float64]],
+    ) -> None:
+        new = np.asarray(sorted(u for u in reached if u not in cos), dtype=np.int64)
+        if new.size:
+            for u, c in zip(new.tolist(), cosine(new).tolist(), strict=True):
+                cos[u] = float(c)
+
+
+_ARRAYS = ("about_indptr", "about_indices", "entities_indptr", "entities_indices")
+
+
+def links_files(links: EntityLinks) -> dict[str, bytes]:
+    """The files that save ``links`` in an index directory (``links.json`` + four arrays)."""
+    names, arrays = links.to_arrays()
+    files = {"links.json": json_to_bytes({"names": names})}
+    files.update({f"links_{key}.npy": array_to_bytes(arrays[key]) for key in _ARRAYS})
+    return files
+
+
+def links_from_files(files: Mapping[str, bytes]) -> EntityLinks:
+    """Reads the links saved by :func:`links_files`.
+
+    Raises:
+        KeyError: A file is missing.
+        ValueError: A malformed file.
+    """
+    meta = json_from_bytes(files["links.json"])
+    names = meta.get("names") if isinstance(meta, dict) else None
+    if not isinstance(names, list):
+        raise ValueError("links.json must hold an object with a list of names")
+    arrays = {key: array_from_bytes(files[f"links_{key}.npy"], dtype=np.int64, ndim=1) for key in _ARRAYS}
+    return EntityLinks.from_arrays(names, arrays)
+
+
+def is_nameable(name: str) -> bool:
+    """True for a name that is more than function words."""
+    return bool(name) and not all(w in _FUNCTION_WORDS for w in name.split())

@@ -1,0 +1,178 @@
+"""The entity links and the hop walk every strategy shares (core.strategies.entity_links)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from core.persist import array_to_bytes
+from core.strategies.bridge import BridgeConfig
+from core.strategies.entity_links import (
+    EntityLinks,
+    HopConfig,
+    is_nameable,
+    links_files,
+    links_from_files,
+)
+
+# A three-hop chain: the song's passage names its composer, the composer's names his town.
+TITLES = ["Alpha Song", "Bob Composer", "Carl Town", "Other Thing", None]
+TEXTS = [
+    "Alpha Song\nAlpha Song is a ballad written by Bob Composer in 1910.",
+    "Bob Composer\nBob Composer was born in Carl Town and wrote many songs.",
+    "Carl Town\nCarl Town is a small port on the northern coast.",
+    "Other Thing\nOther Thing is unrelated to everything else here.",
+    "A note without a title that mentions Alpha Song once.",
+]
+ENTITIES = [["Bob Composer"], ["Carl Town"], [], [], ["Alpha Song"]]
+QUERY = "Where was the composer of Alpha Song born?"
+
+
+def _links() -> EntityLinks:
+    links = EntityLinks()
+    links.add_units(TITLES, ENTITIES)
+    return links
+
+
+def _walk(
+    links: EntityLinks,
+    config: HopConfig,
+    *,
+    alive: npt.NDArray[np.bool_] | None = None,
+    pool: dict[int, float] | None = None,
+) -> tuple[dict[int, float], dict[int, object]]:
+    cos = np.array([0.5, 0.2, 0.1, 0.3, 0.25])
+    live = np.ones(len(TEXTS), dtype=bool) if alive is None else alive
+    linked = links.live(links.link(QUERY), live)
+    return links.propagate(
+        linked,
+        pool if pool is not None else {3: 0.3},
+        config=config,
+        alive=live,
+        texts=TEXTS,
+        cosine=lambda rows: cos[rows],
+    )
+
+
+def test_link_takes_the_longest_names_and_skips_function_words() -> None:
+    links = _links()
+    linked = [links.names[e] for e in links.link("where is alpha song from, and the town?")]
+    assert linked == ["alpha song"]
+    assert links.link("the of a") == []
+    assert [links.names[e] for e in links.link("nothing here", ["Carl Town"])] == ["carl town"]
+    assert not is_nameable("the of")
+    assert is_nameable("carl town")
+
+
+def test_each_hop_reaches_one_link_further() -> None:
+    links = _links()
+    reached_by_hops = {}
+    for hops in (0, 1, 2, 3):
+        _, reached = _walk(links, HopConfig(link_hops=hops, hop_seeds=2, hub_discount=False))
+        reached_by_hops[hops] = {u: r.hop for u, r in reached.items()}  # type: ignore[attr-defined]
+    assert reached_by_hops[0] == {}
+    assert reached_by_hops[1].get(0) == 1, "the song's own passage is about the query entity"
+    assert 1 not in reached_by_hops[1]
+    assert reached_by_hops[2].get(1) == 2, "the composer is named by the song's passage"
+    assert 2 not in reached_by_hops[2]
+    assert reached_by_hops[3].get(2) == 3, "the town is named by the composer's passage"
+    assert 3 not in reached_by_hops[3], "an unrelated passage is never reached"
+
+
+def test_scores_and_provenance_of_the_walk() -> None:
+    links = _links()
+    cfg = HopConfig(link_hops=2, hop_seeds=1, mention_bonus=0.0, hub_discount=False)
+    cos, reached = _walk(links, cfg)
+    assert cos[3] == 0.3, "candidates keep their given score"
+    assert cos[1] == pytest.approx(0.2), "reached units get their cosine"
+    song, composer = reached[0], reached[1]
+    assert song.bonus == pytest.approx(cfg.link_bonus)  # type: ignore[attr-defined]
+    assert composer.bonus == pytest.approx(cfg.hop_bonus)  # type: ignore[attr-defined]
+    assert composer.via == ["bob composer"]  # type: ignore[attr-defined]
+    # the mention link: the untitled note mentions the song, so it is reached on hop 1
+    _, with_mentions = _walk(links, dataclasses.replace(cfg, mention_bonus=0.05))
+    assert 4 in with_mentions
+    assert with_mentions[4].bonus < cfg.link_bonus  # type: ignore[attr-defined]
+
+
+def test_a_hub_lends_less_than_a_rare_name() -> None:
+    links = EntityLinks()
+    # five units name "Hub Town"; only the first names "Rare Person"
+    titles = ["Start", "Hub Town", "Rare Person", "A", "B", "C"]
+    ents = [["Hub Town", "Rare Person"], [], [], ["Hub Town"], ["Hub Town"], ["Hub Town"]]
+    links.add_units(titles, ents)
+    cfg = HopConfig(link_hops=2, hop_seeds=1, mention_bonus=0.0)
+    _, reached = links.propagate(
+        links.link("what about start?"),
+        {},
+        config=cfg,
+        alive=np.ones(6, dtype=bool),
+        texts=[f"{t}." for t in titles],
+        cosine=lambda rows: np.zeros(len(rows)),
+    )
+    assert reached[2].bonus > reached[1].bonus > 0, "specificity: log(N / mentions) / log(N)"
+    assert reached[2].bonus == pytest.approx(cfg.hop_bonus * np.log(6 / 2) / np.log(6))
+
+
+def test_dead_units_and_common_entities_are_not_followed() -> None:
+    links = _links()
+    alive = np.ones(len(TEXTS), dtype=bool)
+    alive[1] = False
+    _, reached = _walk(links, HopConfig(link_hops=3, hop_seeds=1), alive=alive)
+    assert 1 not in reached, "a deleted unit is never reached"
+    assert 2 not in reached, "the chain breaks at a deleted unit"
+    alive[:] = False
+    assert links.live(links.link(QUERY), alive) == []
+    crowded = EntityLinks()
+    crowded.add_units(["Alpha Song"] * 3, [[]] * 3)
+    cfg = HopConfig(link_hops=1, link_max_df=2, mention_bonus=0.0)
+    _, none = crowded.propagate(
+        crowded.link(QUERY),
+        {},
+        config=cfg,
+        alive=np.ones(3, dtype=bool),
+        texts=["x"] * 3,
+        cosine=lambda rows: np.zeros(len(rows)),
+    )
+    assert none == {}, "an entity about more units than link_max_df says nothing"
+
+
+def test_saved_links_round_trip_and_refuse_bad_files() -> None:
+    links = _links()
+    files = links_files(links)
+    back = links_from_files(files)
+    assert back.names == links.names
+    assert back.to_arrays()[1].keys() == links.to_arrays()[1].keys()
+    for key, arr in links.to_arrays()[1].items():
+        assert np.array_equal(back.to_arrays()[1][key], arr)
+    assert _walk(back, HopConfig())[0] == _walk(links, HopConfig())[0]
+    bad = dict(files)
+    bad["links_about_indices.npy"] = array_to_bytes(np.array([99], dtype=np.int64))
+    with pytest.raises(ValueError, match=r"out of range|offsets"):
+        links_from_files(bad)
+    bad = dict(files)
+    bad["links.json"] = b'{"names": 3}'
+    with pytest.raises(ValueError, match="list of names"):
+        links_from_files(bad)
+    with pytest.raises(KeyError):
+        links_from_files({k: v for k, v in files.items() if k != "links_entities_indptr.npy"})
+    with pytest.raises(ValueError, match="titles for"):
+        links.add_units(["a"], [])
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("link_hops", -1, "link_hops must be between 0 and 8"),
+        ("hop_seeds", 0, "hop_seeds must be >= 1"),
+        ("hop_bonus", -0.1, "must be finite and >= 0"),
+        ("link_max_df", 0, "link_max_df and mention_max_df must be >= 1"),
+        ("link_max_ngram", 0, "link_max_ngram must be between 1 and 12"),
+    ],
+)
+def test_strategy_configs_check_the_hop_settings(field: str, value: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        BridgeConfig(**{field: value})  # type: ignore[arg-type]
