@@ -145,7 +145,7 @@ class EntityLinks:
         self._mentions: list[list[int]] = []  # entity -> units whose NER names it
         self._unit_about: list[list[int]] = []  # unit -> its title entities
         self._unit_entities: list[list[int]] = []  # unit -> its NER entities
-        self._named_cache: dict[int, list[int]] = {}
+        self._named: list[list[int]] = []  # unit -> every entity it names (NER + names in its text)
 
     # ------------------------------------------------------------------ building
     @property
@@ -162,18 +162,34 @@ class EntityLinks:
             self._mentions.append([])
         return e
 
-    def add_units(self, titles: Sequence[str | None], entities: Sequence[Sequence[str]]) -> None:
-        """Links the next units (rows ``num_units ..``): their titles and extracted entities.
+    def add_units(
+        self,
+        titles: Sequence[str | None],
+        entities: Sequence[Sequence[str]],
+        texts: Sequence[str],
+        *,
+        max_ngram: int = 8,
+    ) -> None:
+        """Links the next units (rows ``num_units ..``): their titles, entities and named entities.
+
+        A unit's named entities (what a walk follows from it) are its extracted ones and every
+        known entity name among its text's n-grams, found once here, against the names known
+        after this batch (so the query path never scans a text). Units added earlier are not
+        rescanned for names that first appear in this batch: their extracted entities still
+        link them, and a rebuild finds the rest.
 
         Args:
             titles: Each unit's document title (None: no title, so nothing is about it).
             entities: Each unit's extracted entity names (normalised here).
+            texts: Each unit's text.
+            max_ngram: Longest n-gram, in words, looked up as a name.
 
         Raises:
-            ValueError: The two sequences differ in length.
+            ValueError: The sequences differ in length.
         """
-        if len(titles) != len(entities):
-            raise ValueError(f"{len(titles)} titles for {len(entities)} entity lists")
+        if not len(titles) == len(entities) == len(texts):
+            raise ValueError(f"{len(titles)} titles, {len(entities)} entity lists and {len(texts)} texts")
+        first = len(self._unit_about)
         for title, names in zip(titles, entities, strict=True):
             unit = len(self._unit_about)
             about = [self._entity(n) for n in (title_entities(title) if title else []) if is_nameable(n)]
@@ -186,13 +202,21 @@ class EntityLinks:
                 self._mentions[e].append(unit)
             self._unit_about.append(about)
             self._unit_entities.append(ents)
-        self._named_cache.clear()  # new names can occur in old texts
+        for unit, text in enumerate(texts, start=first):
+            grams = [
+                self.vocab[g] for g in query_ngrams(text, max_ngram) if g in self.vocab and is_nameable(g)
+            ]
+            self._named.append(list(dict.fromkeys([*self._unit_entities[unit], *grams])))
 
     # ------------------------------------------------------------------ persistence
     def to_arrays(self) -> tuple[list[str], dict[str, IntArray]]:
         """The names and the two unit -> entity lists as CSR arrays (what is saved)."""
         arrays: dict[str, IntArray] = {}
-        for key, lists in (("about", self._unit_about), ("entities", self._unit_entities)):
+        for key, lists in (
+            ("about", self._unit_about),
+            ("entities", self._unit_entities),
+            ("named", self._named),
+        ):
             indptr = np.zeros(len(lists) + 1, dtype=np.int64)
             indptr[1:] = np.cumsum([len(x) for x in lists])
             arrays[f"{key}_indptr"] = indptr
@@ -212,7 +236,7 @@ class EntityLinks:
         for n in names:
             links._entity(n)
         per_key: dict[str, list[list[int]]] = {}
-        for key in ("about", "entities"):
+        for key in ("about", "entities", "named"):
             indptr = np.asarray(arrays[f"{key}_indptr"], dtype=np.int64)
             indices = np.asarray(arrays[f"{key}_indices"], dtype=np.int64)
             if indptr.ndim != 1 or indptr.size == 0 or indptr[0] != 0 or indptr[-1] != indices.size:
@@ -224,8 +248,8 @@ class EntityLinks:
             flat = indices.tolist()
             bounds = indptr.tolist()
             per_key[key] = [flat[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
-        if len(per_key["about"]) != len(per_key["entities"]):
-            raise ValueError("entity links: the about and entity lists cover different units")
+        if not len(per_key["about"]) == len(per_key["entities"]) == len(per_key["named"]):
+            raise ValueError("entity links: the about, entity and named lists cover different units")
         for unit, (about, ents) in enumerate(zip(per_key["about"], per_key["entities"], strict=True)):
             for e in about:
                 links._about[e].append(unit)
@@ -233,6 +257,7 @@ class EntityLinks:
                 links._mentions[e].append(unit)
             links._unit_about.append(about)
             links._unit_entities.append(ents)
+        links._named = per_key["named"]
         return links
 
     # ------------------------------------------------------------------ querying
@@ -257,16 +282,9 @@ class EntityLinks:
         """The entities that still link a live unit (about it or mentioned by it)."""
         return [e for e in entities if any(alive[u] for u in (*self._about[e], *self._mentions[e]))]
 
-    def named_by(self, unit: int, text: str, *, max_ngram: int = 8) -> list[int]:
-        """The entities a unit names: its extracted ones and the entity names in its text (cached)."""
-        cached = self._named_cache.get(unit)
-        if cached is None:
-            grams = [
-                self.vocab[g] for g in query_ngrams(text, max_ngram) if g in self.vocab and is_nameable(g)
-            ]
-            cached = list(dict.fromkeys([*self._unit_entities[unit], *grams]))
-            self._named_cache[unit] = cached
-        return cached
+    def named_by(self, unit: int) -> list[int]:
+        """The entities a unit names: its extracted ones and the entity names in its text."""
+        return self._named[unit]
 
     def propagate(
         self,
@@ -275,7 +293,6 @@ class EntityLinks:
         *,
         config: HopConfig,
         alive: npt.NDArray[np.bool_],
-        texts: Sequence[str],
         cosine: Callable[[IntArray], npt.NDArray[np.float64]],
     ) -> tuple[dict[int, float], dict[int, Reached]]:
         """Walks the links from the query's entities for ``config.link_hops`` hops.
@@ -286,7 +303,6 @@ class EntityLinks:
                 them (with their bonus) seed the later hops too.
             config: Hops, seeds, bonuses and the frequency limits.
             alive: Live mask over the units (dead units are never reached).
-            texts: Unit texts (for the names a seed's text contains).
             cosine: Cosine of the query with the given rows.
 
         Returns:
@@ -330,8 +346,7 @@ class EntityLinks:
                     cos, key=lambda u: (-(cos[u] + (reached[u].bonus if u in reached else 0.0)), u)
                 )
                 for s in ranked[: config.hop_seeds]:
-                    named = [e for e in self.named_by(s, texts[s], max_ngram=config.link_max_ngram)]
-                    follow(named, config.hop_bonus, gained, s)
+                    follow(self._named[s], config.hop_bonus, gained, s)
             for u, (w, name) in gained.items():  # one bonus per hop, however many seeds reach a unit
                 r = reached.get(u)
                 if r is None:
@@ -354,11 +369,11 @@ class EntityLinks:
                 cos[u] = float(c)
 
 
-_ARRAYS = ("about_indptr", "about_indices", "entities_indptr", "entities_indices")
+_ARRAYS = tuple(f"{key}_{part}" for key in ("about", "entities", "named") for part in ("indptr", "indices"))
 
 
 def links_files(links: EntityLinks) -> dict[str, bytes]:
-    """The files that save ``links`` in an index directory (``links.json`` + four arrays)."""
+    """The files that save ``links`` in an index directory (``links.json`` + six arrays)."""
     names, arrays = links.to_arrays()
     files = {"links.json": json_to_bytes({"names": names})}
     files.update({f"links_{key}.npy": array_to_bytes(arrays[key]) for key in _ARRAYS})

@@ -33,7 +33,7 @@ QUERY = "Where was the composer of Alpha Song born?"
 
 def _links() -> EntityLinks:
     links = EntityLinks()
-    links.add_units(TITLES, ENTITIES)
+    links.add_units(TITLES, ENTITIES, TEXTS)
     return links
 
 
@@ -52,7 +52,6 @@ def _walk(
         pool if pool is not None else {3: 0.3},
         config=config,
         alive=live,
-        texts=TEXTS,
         cosine=lambda rows: cos[rows],
     )
 
@@ -103,14 +102,13 @@ def test_a_hub_lends_less_than_a_rare_name() -> None:
     # five units name "Hub Town"; only the first names "Rare Person"
     titles = ["Start", "Hub Town", "Rare Person", "A", "B", "C"]
     ents = [["Hub Town", "Rare Person"], [], [], ["Hub Town"], ["Hub Town"], ["Hub Town"]]
-    links.add_units(titles, ents)
+    links.add_units(titles, ents, [f"{t}." for t in titles])
     cfg = HopConfig(link_hops=2, hop_seeds=1, mention_bonus=0.0)
     _, reached = links.propagate(
         links.link("what about start?"),
         {},
         config=cfg,
         alive=np.ones(6, dtype=bool),
-        texts=[f"{t}." for t in titles],
         cosine=lambda rows: np.zeros(len(rows)),
     )
     assert reached[2].bonus > reached[1].bonus > 0, "specificity: log(N / mentions) / log(N)"
@@ -127,14 +125,13 @@ def test_dead_units_and_common_entities_are_not_followed() -> None:
     alive[:] = False
     assert links.live(links.link(QUERY), alive) == []
     crowded = EntityLinks()
-    crowded.add_units(["Alpha Song"] * 3, [[]] * 3)
+    crowded.add_units(["Alpha Song"] * 3, [[]] * 3, ["x"] * 3)
     cfg = HopConfig(link_hops=1, link_max_df=2, mention_bonus=0.0)
     _, none = crowded.propagate(
         crowded.link(QUERY),
         {},
         config=cfg,
         alive=np.ones(3, dtype=bool),
-        texts=["x"] * 3,
         cosine=lambda rows: np.zeros(len(rows)),
     )
     assert none == {}, "an entity about more units than link_max_df says nothing"
@@ -159,8 +156,8 @@ def test_saved_links_round_trip_and_refuse_bad_files() -> None:
         links_from_files(bad)
     with pytest.raises(KeyError):
         links_from_files({k: v for k, v in files.items() if k != "links_entities_indptr.npy"})
-    with pytest.raises(ValueError, match="titles for"):
-        links.add_units(["a"], [])
+    with pytest.raises(ValueError, match="1 titles, 0 entity lists and 0 texts"):
+        links.add_units(["a"], [], [])
 
 
 @pytest.mark.parametrize(

@@ -872,7 +872,6 @@ class BubbleRAG:
                     prior,
                     config=cfg,
                     alive=alive,
-                    texts=self._table.texts,
                     cosine=lambda rows: row_cosines(qv, self._table.matrix, rows),
                 )
         if len(prior) < k:  # too little evidence: the nearest chunks fill the results
@@ -996,7 +995,7 @@ class BubbleRAG:
                         self.kg.add_triples(
                             [Triple(title, "mentions", n, "title") for n in names[:_TITLE_EDGES]], chunk=row
                         )
-                self._links.add_units(titles, chunk_names)
+                self._links.add_units(titles, chunk_names, chunks.texts, max_ngram=self.config.link_max_ngram)
             with timed(self.report, "embed graph"):
                 self.kg.embed_missing(self.embedder, show_progress=self.show_progress)
             with timed(self.report, "anchor index"):

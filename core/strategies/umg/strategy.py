@@ -190,7 +190,6 @@ class UMGRAG:
         self._links = EntityLinks()  # over the bridge-granularity units
         self._link_rows: list[int] = []  # link unit -> table row
         self._link_of_row: dict[int, int] = {}
-        self._link_texts: list[str] = []  # link unit -> its text (the table's strings)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -476,11 +475,10 @@ class UMGRAG:
         ):
             entities += self.entity_extractor.extract(texts[start : start + 256])
         titles = [_title(metas[r - base]) for r in rows]
-        self._links.add_units(titles, entities)
+        self._links.add_units(titles, entities, texts, max_ngram=self.config.link_max_ngram)
         for r in rows:
             self._link_of_row[r] = len(self._link_rows)
             self._link_rows.append(r)
-            self._link_texts.append(self._table.texts[r])
 
     def _bridge_list(self, text: str, query_vector: FloatMatrix, dense: _List | None) -> _List | None:
         """The bridging expert: the entity-hop walk from the query's entities, over the dense list."""
@@ -489,10 +487,7 @@ class UMGRAG:
             return None
         link_rows = np.asarray(self._link_rows, dtype=np.int64)
         alive = self._table.alive[link_rows]
-        linked = self._links.live(
-            self._links.link(text, self.entity_extractor.extract([text])[0], max_ngram=cfg.link_max_ngram),
-            alive,
-        )
+        linked = self._links.live(self._links.link(text, max_ngram=cfg.link_max_ngram), alive)
         if not linked:
             return None
         pool: dict[int, float] = {}
@@ -506,7 +501,6 @@ class UMGRAG:
             pool,
             config=cfg,
             alive=alive,
-            texts=self._link_texts,
             cosine=lambda units: row_cosines(query_vector, matrix, link_rows[units]),
         )
         if not reached:
@@ -872,7 +866,6 @@ class UMGRAG:
         self._links = links
         self._link_rows = link_rows
         self._link_of_row = {r: i for i, r in enumerate(link_rows)}
-        self._link_texts = [self._table.texts[r] for r in link_rows]
 
 
 def _title(metadata: Mapping[str, Any]) -> str | None:
