@@ -185,14 +185,25 @@ def array_from_bytes(
     # allocated, so a damaged header can neither raise an unexpected error nor ask for
     # terabytes of memory.
     try:
-        major_minor = np.lib.format.read_magic(buffer)
-        if major_minor == (1, 0):
-            shape, fortran_order, found = np.lib.format.read_array_header_1_0(buffer)
-        elif major_minor == (2, 0):
-            shape, fortran_order, found = np.lib.format.read_array_header_2_0(buffer)
-        else:
-            raise ValueError(f"unsupported .npy format version {major_minor}")
-    except (ValueError, OSError, EOFError, TypeError, SyntaxError, tokenize.TokenError, KeyError) as err:
+        with warnings.catch_warnings():  # a damaged dtype can name a deprecated alias ("<a8")
+            warnings.simplefilter("error")
+            major_minor = np.lib.format.read_magic(buffer)
+            if major_minor == (1, 0):
+                shape, fortran_order, found = np.lib.format.read_array_header_1_0(buffer)
+            elif major_minor == (2, 0):
+                shape, fortran_order, found = np.lib.format.read_array_header_2_0(buffer)
+            else:
+                raise ValueError(f"unsupported .npy format version {major_minor}")
+    except (
+        ValueError,
+        OSError,
+        EOFError,
+        TypeError,
+        SyntaxError,
+        tokenize.TokenError,
+        KeyError,
+        Warning,
+    ) as err:
         raise ValueError(f"malformed .npy array: {err}") from err
     if found.hasobject:
         raise ValueError("malformed .npy array: it holds Python objects, which would need pickle")

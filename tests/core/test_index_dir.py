@@ -402,3 +402,11 @@ def test_modules_never_pickle_or_eval(module: object) -> None:
             assert any(k.arg == "allow_pickle" for k in node.keywords), ast.unparse(node)
     assert "eval(" not in source
     assert "exec(" not in source
+
+
+def test_a_damaged_dtype_naming_a_deprecated_alias_is_a_clear_error() -> None:
+    from core.persist import array_from_bytes, array_to_bytes
+
+    damaged = array_to_bytes(np.arange(3, dtype=np.int64)).replace(b"<i8", b"<a8")
+    with pytest.raises(ValueError, match=r"malformed \.npy array"):
+        array_from_bytes(damaged, dtype=np.int64, ndim=1)
