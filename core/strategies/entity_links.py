@@ -162,6 +162,16 @@ class EntityLinks:
             self._mentions.append([])
         return e
 
+    def _register(self, about: list[int], ents: list[int]) -> None:
+        """Appends one unit with its title entities and extracted entities to every list."""
+        unit = len(self._unit_about)
+        for e in about:
+            self._about[e].append(unit)
+        for e in dict.fromkeys([*about, *ents]):
+            self._mentions[e].append(unit)
+        self._unit_about.append(about)
+        self._unit_entities.append(ents)
+
     def add_units(
         self,
         titles: Sequence[str | None],
@@ -191,17 +201,11 @@ class EntityLinks:
             raise ValueError(f"{len(titles)} titles, {len(entities)} entity lists and {len(texts)} texts")
         first = len(self._unit_about)
         for title, names in zip(titles, entities, strict=True):
-            unit = len(self._unit_about)
             about = [self._entity(n) for n in (title_entities(title) if title else []) if is_nameable(n)]
             ents = [
                 self._entity(n) for n in dict.fromkeys(normalize_entity(x) for x in names) if is_nameable(n)
             ]
-            for e in about:
-                self._about[e].append(unit)
-            for e in dict.fromkeys([*about, *ents]):
-                self._mentions[e].append(unit)
-            self._unit_about.append(about)
-            self._unit_entities.append(ents)
+            self._register(about, ents)
         for unit, text in enumerate(texts, start=first):
             grams = [
                 self.vocab[g] for g in query_ngrams(text, max_ngram) if g in self.vocab and is_nameable(g)
@@ -250,13 +254,8 @@ class EntityLinks:
             per_key[key] = [flat[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
         if not len(per_key["about"]) == len(per_key["entities"]) == len(per_key["named"]):
             raise ValueError("entity links: the about, entity and named lists cover different units")
-        for unit, (about, ents) in enumerate(zip(per_key["about"], per_key["entities"], strict=True)):
-            for e in about:
-                links._about[e].append(unit)
-            for e in dict.fromkeys([*about, *ents]):
-                links._mentions[e].append(unit)
-            links._unit_about.append(about)
-            links._unit_entities.append(ents)
+        for about, ents in zip(per_key["about"], per_key["entities"], strict=True):
+            links._register(about, ents)
         links._named = per_key["named"]
         return links
 
@@ -346,7 +345,7 @@ class EntityLinks:
                     cos, key=lambda u: (-(cos[u] + (reached[u].bonus if u in reached else 0.0)), u)
                 )
                 for s in ranked[: config.hop_seeds]:
-                    follow(self._named[s], config.hop_bonus, gained, s)
+                    follow(self.named_by(s), config.hop_bonus, gained, s)
             for u, (w, name) in gained.items():  # one bonus per hop, however many seeds reach a unit
                 r = reached.get(u)
                 if r is None:
