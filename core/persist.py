@@ -47,9 +47,11 @@ __all__ = [
     "array_from_bytes",
     "array_to_bytes",
     "atomic_write_bytes",
+    "current_generation",
     "json_from_bytes",
     "json_to_bytes",
     "load_index",
+    "load_index_generation",
     "read_bytes",
     "save_index",
 ]
@@ -435,7 +437,7 @@ def _prune(root: Path, *, keep_current: str, keep_previous: str | None) -> None:
 
 def _load_generation(
     root: Path, generation: Path, *, kind: str, version: int
-) -> tuple[dict[str, Any], dict[str, bytes]]:
+) -> tuple[str, dict[str, Any], dict[str, bytes]]:
     if generation.is_symlink() or not _inside(generation, root):
         raise ValueError(f"{generation.name} resolves outside the index directory {str(root)!r}")
     manifest_path = generation / MANIFEST
@@ -496,10 +498,10 @@ def _load_generation(
                 f"({len(data)} bytes, expected {entry['bytes']} with the recorded SHA-256)"
             )
         files[name] = data
-    return meta, files
+    return generation.name, meta, files
 
 
-def _load_newest(root: Path, *, kind: str, version: int) -> tuple[dict[str, Any], dict[str, bytes]]:
+def _load_newest(root: Path, *, kind: str, version: int) -> tuple[str, dict[str, Any], dict[str, bytes]]:
     """Loads the newest complete generation, skipping incomplete or damaged ones."""
     first_error: CorruptIndexError | None = None
     for _, generation in reversed(_generations(root)):
@@ -515,10 +517,20 @@ def _load_newest(root: Path, *, kind: str, version: int) -> tuple[dict[str, Any]
     )
 
 
+def current_generation(path: str | os.PathLike[str]) -> str | None:
+    """The generation ``CURRENT`` names in an index directory (one small read), or None.
+
+    Readers poll it to notice a writer's new save cheaply.
+    """
+    return _read_current(Path(path))
+
+
 def load_index(
     path: str | os.PathLike[str], *, kind: str, version: int
 ) -> tuple[dict[str, Any], dict[str, bytes]]:
     """Loads the current generation of an index directory, checking every byte.
+
+    :func:`load_index_generation` also says which generation it was.
 
     The generation named by ``CURRENT`` is loaded. When ``CURRENT`` is missing (a crash
     before the first save completed it), the newest complete generation is used. When
@@ -539,6 +551,18 @@ def load_index(
         ValueError: Wrong kind or version, a path that resolves outside the directory, or
             a missing, truncated or corrupted file (:class:`CorruptIndexError`, which names
             the file).
+    """
+    _, meta, files = load_index_generation(path, kind=kind, version=version)
+    return meta, files
+
+
+def load_index_generation(
+    path: str | os.PathLike[str], *, kind: str, version: int
+) -> tuple[str, dict[str, Any], dict[str, bytes]]:
+    """:func:`load_index`, with the name of the generation loaded (``"gen-000003"``).
+
+    Raises:
+        FileNotFoundError, ValueError: As :func:`load_index`.
     """
     root = Path(path)
     if not root.is_dir():

@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from tqdm.auto import tqdm
 
-__all__ = ["DEFAULT_HNSW", "SIBLING_TAG", "ChunkStore", "StoredChunks", "sanitize_metadata"]
+__all__ = ["DEFAULT_HNSW", "SIBLING_TAG", "ChunkStore", "StoredChunks", "sanitize_metadata", "sanitize_value"]
 
 #: HNSW settings for new collections. Cosine space, so ``1 - distance`` is the cosine
 #: similarity. The large ``ef_construction`` / ``ef_search`` make the approximate search
@@ -111,8 +111,12 @@ def _json_text(value: Any) -> str:
         return str(value)
 
 
-def _sanitize_value(value: Any) -> Any:
-    """Returns the Chroma-safe form of one metadata value, or None to drop it."""
+def sanitize_value(value: Any) -> Any:
+    """Returns the Chroma-safe form of one metadata value, or None to drop it.
+
+    The rules are those of :func:`sanitize_metadata`; metadata filters read values through
+    it, so a filter sees a value as Chroma stores it.
+    """
     if value is None:
         return None
     is_scalar, cleaned = _scalar(value)
@@ -172,7 +176,7 @@ def sanitize_metadata(metadata: Mapping[Any, Any] | None) -> dict[str, Any]:
         key = str(raw_key)
         if _reserved_key(key):
             continue
-        cleaned = _sanitize_value(value)
+        cleaned = sanitize_value(value)
         if cleaned is not None:
             out[key] = cleaned
     return out

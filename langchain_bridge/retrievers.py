@@ -378,6 +378,18 @@ class StrategyRetriever(BaseRetriever):
         strategy = cls._strategy_type().load(path, embedder=_embedder(embedding), store=store, **options)
         return cls(strategy=strategy, k=k, search_kwargs=search_kwargs or {}, **fields)
 
+    def refresh(self) -> bool:
+        """Switches a loaded index to the newest generation its writer saved, if any.
+
+        A retriever opened from an index directory also does this by itself, checking at most
+        every ``refresh_interval`` seconds (a load option; default 1 s, None: off).
+
+        Returns:
+            True when the strategy now serves a newer generation.
+        """
+        refresh = getattr(self.strategy, "refresh", None)
+        return bool(refresh()) if callable(refresh) else False
+
     def save(self, path: str | os.PathLike[str]) -> None:
         """Saves the strategy's structures atomically (Chroma keeps the chunks)."""
         self.strategy.save(path)

@@ -26,6 +26,7 @@ from llama_index.core.schema import (
     RelatedNodeInfo,
     TextNode,
 )
+from llama_index.core.vector_stores.types import MetadataFilters
 
 from core.adapters import check_option, check_strategy_type, chroma_collection, lift_option, split_fields
 from core.embed import LlamaIndexEmbedder
@@ -37,6 +38,7 @@ from core.strategies.common import jsonable
 from core.strategies.umg import UMGRAG
 from core.types import Document as CoreDocument
 from core.types import Retrieved
+from llama_index_bridge.filters import to_chroma_where
 
 __all__ = [
     "BridgeRetriever",
@@ -180,6 +182,7 @@ class StrategyRetriever(BaseRetriever):
         *,
         k: int = 4,
         search_kwargs: Mapping[str, Any] | None = None,
+        filters: MetadataFilters | None = None,
         hidden_metadata_keys: Collection[str] | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
@@ -191,7 +194,11 @@ class StrategyRetriever(BaseRetriever):
             strategy: The core strategy results come from.
             k: Number of nodes to return (a positive int).
             search_kwargs: Extra options forwarded to ``strategy.retrieve`` (not ``k`` or
-                ``query``); an option field given here moves to its field.
+                ``query``); an option field given here moves to its field. A Chroma ``where``
+                dict may be given as ``{"filter": {...}}``.
+            filters: LlamaIndex metadata filters, as ``VectorStoreIndex.as_retriever(filters=...)``
+                takes them: every strategy applies them at every stage
+                (:func:`llama_index_bridge.filters.to_chroma_where` maps the operators).
             hidden_metadata_keys: Metadata keys kept out of the LLM and embedding views of the
                 nodes; None hides the strategy's provenance keys and structured values.
             callback_manager: LlamaIndex callback manager.
@@ -222,6 +229,14 @@ class StrategyRetriever(BaseRetriever):
             if value is None:
                 value = defaults.get(name)
             setattr(self, name, check_option(name, value, kind))
+        where = to_chroma_where(filters)
+        if where is not None:
+            if options.get("filter") is not None:
+                raise ValueError(
+                    "a filter was given twice (filters=... and search_kwargs['filter']); pass one of them"
+                )
+            options["filter"] = where
+        self.filters = filters
         self.strategy: Any = strategy
         self.k = check_k(k, default=4)
         self.search_kwargs = options
@@ -287,8 +302,14 @@ class StrategyRetriever(BaseRetriever):
 
     @classmethod
     def _split(cls, settings: dict[str, Any], *, build: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
-        """``settings`` as (retriever fields, strategy settings); a build shares its build fields."""
-        return split_fields(settings, cls.option_fields, cls.build_fields if build else ())
+        """``settings`` as (retriever fields, strategy settings); a build shares its build fields.
+
+        ``filters`` (LlamaIndex metadata filters) is the retriever's, never the strategy's.
+        """
+        own, rest = split_fields(settings, cls.option_fields, cls.build_fields if build else ())
+        if "filters" in rest:
+            own["filters"] = rest.pop("filters")
+        return own, rest
 
     @classmethod
     def from_defaults(
@@ -424,6 +445,18 @@ class StrategyRetriever(BaseRetriever):
             persist_dir, embedder=_embedder(embed_model), store=store, **options
         )
         return cls(strategy, k=similarity_top_k, search_kwargs=search_kwargs, **fields)
+
+    def refresh(self) -> bool:
+        """Switches a loaded index to the newest generation its writer saved, if any.
+
+        A retriever opened from an index directory also does this by itself, checking at most
+        every ``refresh_interval`` seconds (a load option; default 1 s, None: off).
+
+        Returns:
+            True when the strategy now serves a newer generation.
+        """
+        refresh = getattr(self.strategy, "refresh", None)
+        return bool(refresh()) if callable(refresh) else False
 
     def persist(self, persist_dir: str | os.PathLike[str]) -> None:
         """Saves the strategy's structures atomically (Chroma keeps the chunks)."""

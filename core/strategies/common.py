@@ -20,12 +20,13 @@ import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from core.embed import Embedder
-from core.persist import load_index
+from core.persist import load_index_generation
 from core.store import ChunkStore, StoredChunks
 from core.types import BuildReport, Document
 
 __all__ = [
     "DOC_ID_KEY",
+    "GENERATION_KEY",
     "ORDER_KEY",
     "check_embedder",
     "check_query_vector",
@@ -40,6 +41,7 @@ __all__ = [
     "public_metadata",
     "read_from_store",
     "row_cosines",
+    "search_within",
     "store_from_meta",
     "timed",
 ]
@@ -48,6 +50,8 @@ C = TypeVar("C")
 
 #: Metadata key of a chunk's document id, and of its position in the document.
 DOC_ID_KEY = "doc_id"
+#: Key :func:`open_index` adds to the manifest's meta: the generation it loaded.
+GENERATION_KEY = "_generation"
 ORDER_KEY = "chunk_order"
 _EMBED_BATCH = 256
 
@@ -81,12 +85,12 @@ def open_index(
     """Reads a saved index given its directory or the persist directory holding it.
 
     Returns:
-        ``(root, index_dir, meta, files)``.
+        ``(root, index_dir, meta, files)``; ``meta[GENERATION_KEY]`` names the generation loaded.
     """
     root = Path(path)
     index_dir = root / index_name if (root / index_name).is_dir() else root
-    meta, files = load_index(index_dir, kind=kind, version=version)
-    return root, index_dir, meta, files
+    generation, meta, files = load_index_generation(index_dir, kind=kind, version=version)
+    return root, index_dir, {**meta, GENERATION_KEY: generation}, files
 
 
 def store_from_meta(
@@ -209,6 +213,84 @@ def row_cosines(
 ) -> npt.NDArray[np.float64]:
     """Cosine of a unit query vector with the unit rows ``rows`` of ``matrix``, in the order given."""
     return (matrix[rows] @ query_vector).astype(np.float64)
+
+
+#: Below this many allowed rows a filtered search scans them exactly (one BLAS product).
+EXACT_WITHIN = 20_000
+
+
+def exact_top(
+    queries: npt.NDArray[np.float32], matrix: npt.NDArray[np.float32], rows: npt.NDArray[np.int64], k: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """Exact top ``k`` of ``rows`` per query by inner product, best first, ties by lower row.
+
+    Returns:
+        ``(ids, sims)`` of shape (queries, k), padded with -1 and -inf.
+    """
+    q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+    ids = np.full((q.shape[0], k), -1, dtype=np.int64)
+    sims = np.full((q.shape[0], k), -np.inf, dtype=np.float32)
+    kk = min(k, rows.size)
+    if kk == 0:
+        return ids, sims
+    scores = q @ matrix[rows].T
+    for i in range(q.shape[0]):
+        row_scores = scores[i]
+        cut = -np.partition(-row_scores, kk - 1)[kk - 1]
+        cand = np.flatnonzero(row_scores >= cut)
+        order = cand[np.lexsort((rows[cand], -row_scores[cand]))][:kk]
+        ids[i, :kk] = rows[order]
+        sims[i, :kk] = row_scores[order]
+    return ids, sims
+
+
+def search_within(
+    index: Any,
+    queries: npt.NDArray[np.float32],
+    matrix: npt.NDArray[np.float32],
+    k: int,
+    probe_rows: int,
+    allowed: npt.NDArray[np.bool_],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """Top ``k`` rows of a vector index per query, among the rows ``allowed`` marks.
+
+    When the allowed indexed rows are few (under :data:`EXACT_WITHIN`) they are scanned
+    exactly; otherwise the index is asked for proportionally more hits, which are filtered,
+    and a query left with fewer than ``k`` falls back to the exact scan.
+
+    Args:
+        index: A vector index over ``matrix`` with ``rows`` and ``search(queries, matrix, k, probe)``.
+        queries: Unit query vectors (queries x dim).
+        matrix: The indexed matrix.
+        k: Hits per query.
+        probe_rows: The index's search effort.
+        allowed: One bool per row id of ``matrix``'s id space (longer or shorter is fine:
+            ids beyond it are not allowed).
+
+    Returns:
+        ``(ids, sims)`` of shape (queries, k), padded with -1 and -inf.
+    """
+    listed = np.asarray(index.rows, dtype=np.int64)
+    listed = listed[listed < allowed.shape[0]]
+    rows = np.sort(listed[allowed[listed]])
+    q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+    if rows.size <= EXACT_WITHIN:
+        return exact_top(q, matrix, rows, k)
+    want = min(int(listed.size), k * max(1, -(-int(listed.size) // max(int(rows.size), 1))))
+    got_ids, got_sims = index.search(q, matrix, want, probe_rows)
+    ids = np.full((q.shape[0], k), -1, dtype=np.int64)
+    sims = np.full((q.shape[0], k), -np.inf, dtype=np.float32)
+    for i in range(q.shape[0]):
+        keep = (got_ids[i] >= 0) & (got_ids[i] < allowed.shape[0])
+        keep[keep] = allowed[got_ids[i][keep]]
+        hit_ids, hit_sims = got_ids[i][keep][:k], got_sims[i][keep][:k]
+        if hit_ids.size < min(k, rows.size):  # too few inside the filter: scan them
+            exact_ids, exact_sims = exact_top(q[i], matrix, rows, k)
+            ids[i], sims[i] = exact_ids[0], exact_sims[0]
+            continue
+        ids[i, : hit_ids.size] = hit_ids
+        sims[i, : hit_sims.size] = hit_sims
+    return ids, sims
 
 
 def normalise_rows(m: npt.ArrayLike) -> npt.NDArray[np.float32]:

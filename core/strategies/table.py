@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from core.filters import MetadataColumns, MetadataFilter
 from core.store import ChunkStore
 from core.strategies.base import check_text
 from core.strategies.common import (
@@ -67,6 +68,7 @@ class ChunkTable:
         self.matrix: FloatMatrix = np.zeros((0, dimension), dtype=np.float32)
         self.doc_rows: dict[str, list[int]] = {}
         self.id_to_row: dict[str, int] = {}
+        self._columns = MetadataColumns(lambda: self.rows.metadatas)
 
     # ------------------------------------------------------------------ reading
     def __len__(self) -> int:
@@ -96,6 +98,21 @@ class ChunkTable:
     def num_live(self) -> int:
         """Rows still indexed."""
         return int(self.alive.sum())
+
+    def live_mask(self, flt: MetadataFilter | None = None) -> npt.NDArray[np.bool_]:
+        """The live rows that pass a metadata filter (the live mask itself without one).
+
+        Args:
+            flt: A parsed filter (:func:`core.filters.parse_filter`), or None.
+
+        Returns:
+            One bool per row; a new array when ``flt`` is given.
+        """
+        alive = self.alive
+        if flt is None:
+            return alive
+        passing = self._columns.mask(flt)
+        return alive & passing[: alive.shape[0]]
 
     def rows_of(self, doc_ids: Iterable[str]) -> list[int]:
         """Live rows of the documents, sorted (unknown ids have none)."""

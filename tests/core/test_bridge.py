@@ -671,7 +671,7 @@ BAD_INPUTS: list[tuple[str, tuple[Any, ...], dict[str, Any], type[Exception], st
     ("depth=1.5", (BASE_QUERY,), {"depth": 1.5}, TypeError, "depth must be an int, got float"),
     ("depth=True", (BASE_QUERY,), {"depth": True}, TypeError, "depth must be an int, got bool"),
     ("depth='2'", (BASE_QUERY,), {"depth": "2"}, TypeError, "depth must be an int, got str"),
-    ("unknown option", (BASE_QUERY,), {"filter": {"a": 1}}, TypeError, "unknown retrieve option(s): filter"),
+    ("unknown option", (BASE_QUERY,), {"where": {"a": 1}}, TypeError, "unknown retrieve option(s): where"),
     ("two unknown", (BASE_QUERY,), {"top_k": 3, "alpha": 1}, TypeError, "option(s): alpha, top_k"),
 ]
 
@@ -1144,7 +1144,8 @@ def test_updates_autosave_with_persist_directory(
     assert results[0].metadata["fallback"] == "no-entity-match"
     assert {r.metadata["doc_id"] for r in results}.isdisjoint({"harwick-glassworks", "marrowick"})
     assert reloaded.retrieve("rosalind tarkey", k=1)[0].metadata["doc_id"] == "pellmire-choir"
-    # an update on the reloaded index autosaves too
+    # an update on the reloaded index autosaves too, once the first writer is closed
+    rag.close()
     reloaded.delete_documents(["pellmire-choir"])
     third = BridgeRAG.load(tmp_path, embedder=embedder, entity_extractor=extractor)
     assert "rosalind tarkey" not in third.entity_filter

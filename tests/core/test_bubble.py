@@ -330,6 +330,7 @@ def test_save_load_round_trip_and_corruption(
     rag = make_bubble(small_docs[:4], persist_directory=tmp_path / "idx")
     q = "Who founded the Marrowick Observatory?"
     before = [(r.id, round(r.score, 5)) for r in rag.retrieve(q, k=3)]
+    rag.close()  # one writer per index directory: the builder hands over to the loaded copy
     loaded = BubbleRAG.load(tmp_path / "idx", embedder=embedder)
     assert [(r.id, round(r.score, 5)) for r in loaded.retrieve(q, k=3)] == before
     assert loaded.kg.num_edges == rag.kg.num_edges
@@ -363,6 +364,7 @@ def test_clustered_anchor_search_agrees_with_exact_and_follows_updates(
     q = "Who founded the Marrowick Observatory?"
     assert [r.id for r in clustered.retrieve(q, k=4)] == [r.id for r in exact.retrieve(q, k=4)]
     # the saved layout is reused on load, and new nodes become anchors after an update
+    clustered.close()
     loaded = BubbleRAG.load(tmp_path / "idx", embedder=embedder)
     assert np.array_equal(loaded.kg.anchor_indexes(2)[0].rows, nodes.rows)
     loaded.add_documents(NEW_DOCS[:1])

@@ -203,3 +203,46 @@ def test_bridge_over_collections_filled_by_the_frameworks_on_the_server(
         show_progress=False,
     )
     assert li.retrieve(question)[0].node.ref_doc_id == "marrowick-observatory"
+
+
+def test_random_filters_against_the_servers_own_where(
+    case: StrategyCase,
+    chroma_server: ChromaServer,
+    st_embedder: SentenceTransformerEmbedder,
+    docs: list[Document],
+) -> None:
+    """Over a server collection, every strategy in both frameworks returns only what the
+    server's own ``get(where=...)`` selects, and something whenever it selects anything."""
+    import random
+
+    from core.filters import FilterError
+    from tests.filter_cases import random_where, tag_documents
+
+    cached = shared_real_embedder(st_embedder)
+    name = _collection()
+    built = case.build(
+        tag_documents(_corpus(case, docs)),
+        embedder=LangChainEmbedder(CountingEmbeddings(cached)),  # type: ignore[arg-type]
+        store=ChunkStore.http(chroma_server.host, chroma_server.port, name),
+    )
+    server = _client(chroma_server).get_collection(built.store.name)
+    lc = case.langchain(built, K)
+    rng = random.Random(29)
+    checked = 0
+    for _ in range(60):
+        where = random_where(rng)
+        try:
+            passing = set(server.get(where=where, include=[])["ids"])
+        except ValueError:
+            with pytest.raises(FilterError):
+                lc.invoke(QUERIES[0], filter=where)
+            continue
+        query = rng.choice(QUERIES)
+        li = case.llama_index(built, K, {"filter": where})
+        lc_ids = {d.metadata["id"] for d in lc.invoke(query, filter=where)}
+        li_ids = {n.node.node_id for n in li.retrieve(query)}
+        assert lc_ids <= passing, where
+        assert li_ids <= passing, where
+        assert bool(lc_ids) == bool(passing) == bool(li_ids), where
+        checked += 1
+    assert checked > 30

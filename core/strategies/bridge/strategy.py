@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ from tqdm.auto import tqdm
 
 from core.embed import Embedder, as_embedder, window_chars
 from core.entities import EntityExtractor, default_entity_extractor
+from core.filters import MetadataFilter, parse_filter
 from core.llm import as_llm
 from core.native.cluster_index import DEFAULT_PROBE_ROWS, ClusterIndex
 from core.native.cuckoo import CuckooFilter
@@ -62,6 +64,7 @@ from core.strategies.bridge.abstracts import AbstractWriter
 from core.strategies.bridge.hierarchy import group_by_meaning, weighted_centroids
 from core.strategies.common import (
     DOC_ID_KEY,
+    GENERATION_KEY,
     check_embedder,
     check_query_vector,
     default_store,
@@ -81,9 +84,11 @@ from core.strategies.entity_links import (
     links_files,
     links_from_files,
 )
+from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows, follows_writer
 from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
 from core.text import query_ngrams, title_entities
 from core.types import BuildReport, Document, Retrieved
+from core.writer_lock import WriterLock, release_locks_of
 
 __all__ = ["BridgeConfig", "BridgeRAG"]
 
@@ -207,7 +212,7 @@ class BridgeConfig(StrategyConfig, HopConfig):
         ]
 
 
-class BridgeRAG:
+class BridgeRAG(Follows):
     """The Bridge-RAG strategy (framework-neutral).
 
     Build one with :meth:`from_documents` (a new corpus), :meth:`from_store` (the chunks and
@@ -372,6 +377,8 @@ class BridgeRAG:
         rag = cls(
             store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=show_progress
         )
+        if persist_directory is not None:  # one writer: taken before Chroma is touched
+            WriterLock.acquire(Path(persist_directory) / "bridge", rag)
         rag._index_new_documents(docs, first_build=True)
         if persist_directory is not None:
             rag.save(Path(persist_directory) / "bridge")
@@ -440,9 +447,28 @@ class BridgeRAG:
         docs = list(documents)
         if not docs:
             return []
+        self._hold_writer_lock()
         ids = self._index_new_documents(docs, first_build=False)
         self._autosave()
         return ids
+
+    def close(self) -> None:
+        """Releases this object's writer lock on its index directory (if it holds one).
+
+        A writer keeps the lock from its first change until it is closed, garbage-collected
+        or its process exits; readers never take it.
+        """
+        release_locks_of(self)
+
+    def _hold_writer_lock(self) -> None:
+        """Takes (or keeps) the writer lock of the index directory before any change.
+
+        Raises:
+            core.writer_lock.IndexLockedError: Another writer holds it.
+        """
+        if self.persist_path is not None:
+            WriterLock.acquire(self.persist_path, self)
+            self._catch_up()
 
     def delete_documents(self, doc_ids: Sequence[str]) -> int:
         """Removes documents: their chunks leave Chroma, the filter and the ranking.
@@ -454,6 +480,7 @@ class BridgeRAG:
             The number of chunks removed.
         """
         doc_ids = check_doc_ids(doc_ids)
+        self._hold_writer_lock()
         with self._lock:
             rows = self._table.rows_of(doc_ids)
             if not rows:
@@ -471,6 +498,7 @@ class BridgeRAG:
         return len(rows)
 
     # ------------------------------------------------------------------ query
+    @follows_writer
     def retrieve(
         self,
         query: str,
@@ -478,6 +506,7 @@ class BridgeRAG:
         *,
         depth: int | None = None,
         include_abstracts: bool = False,
+        filter: Mapping[str, Any] | MetadataFilter | None = None,
         **options: Any,
     ) -> list[Retrieved]:
         """Retrieves chunks through the entity -> abstract -> chunk bridge.
@@ -489,6 +518,9 @@ class BridgeRAG:
             include_abstracts: Also return the summaries of the abstracts the chunks came
                 through, after the chunks, as context documents (``metadata["type"] ==
                 "abstract"``).
+            filter: A metadata filter in Chroma's ``where`` syntax (:mod:`core.filters`):
+                only chunks that pass it are considered, at every stage (entity lookups,
+                forest, second hops, the walk, the dense pool and the fallback).
             **options: Unknown options raise TypeError.
 
         Returns:
@@ -500,14 +532,19 @@ class BridgeRAG:
         Raises:
             TypeError: ``query`` is not a str, ``k`` or ``depth`` not an int, or an unknown option.
             ValueError: Empty or over-long query, ``k`` < 1 or ``depth`` < 0.
+            core.filters.FilterError: A malformed filter or an unsupported operator.
         """
         if options:  # checked before the query is embedded (a remote embedder costs a call)
             raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
         text = check_query(query, self.config.max_query_chars)
         k = check_k(k, self.config.k)
+        flt = parse_filter(filter)
         qv = self.embedder.embed_query(text)
-        return self.retrieve_by_vector(text, qv, k, depth=depth, include_abstracts=include_abstracts)
+        return self.retrieve_by_vector(
+            text, qv, k, depth=depth, include_abstracts=include_abstracts, filter=flt
+        )
 
+    @follows_writer
     def retrieve_by_vector(
         self,
         query: str,
@@ -516,6 +553,7 @@ class BridgeRAG:
         *,
         depth: int | None = None,
         include_abstracts: bool = False,
+        filter: Mapping[str, Any] | MetadataFilter | None = None,
         **options: Any,
     ) -> list[Retrieved]:
         """:meth:`retrieve` with the query embedding already computed (benchmarks use this).
@@ -526,6 +564,7 @@ class BridgeRAG:
             k: Number of chunks (default ``config.k``).
             depth: Expansion depth (default ``config.depth``).
             include_abstracts: As for :meth:`retrieve`.
+            filter: As for :meth:`retrieve`.
             **options: Unknown options raise TypeError.
 
         Raises:
@@ -542,19 +581,17 @@ class BridgeRAG:
             raise TypeError(f"depth must be an int, got {type(depth).__name__}")
         elif depth < 0:
             raise ValueError(f"depth must be >= 0, got {depth}")
+        flt = parse_filter(filter)
         query_vector = check_query_vector(query_vector, self._table.matrix.shape[1])
         depth = min(depth, len(self._abs_level))  # deeper than the forest is tall changes nothing
-        matrix, alive, row_abstract, n_rows = (
-            self._table.matrix,
-            self._table.alive,
-            self._row_abstract,
-            len(self._table.ids),
-        )
+        matrix, alive, row_abstract = self._table.matrix, self._table.live_mask(flt), self._row_abstract
+        n_rows = min(len(self._table.ids), alive.shape[0], row_abstract.shape[0])
         if n_rows == 0 or not alive.any():
             return []
         cfg = self.config
+        within = self._abstracts_within(alive[:n_rows], row_abstract[:n_rows]) if flt is not None else None
         ner = self.entity_extractor.extract([text])[0] if cfg.query_ner else []
-        matched = self._match_entities(text, ner)
+        matched = self._match_entities(text, ner, within)
         linked = (
             self._links.live(self._links.link(text, ner, max_ngram=cfg.link_max_ngram), alive)
             if cfg.link_hops > 0
@@ -562,10 +599,10 @@ class BridgeRAG:
         )
         pool = cfg.dense_pool if cfg.dense_pool is not None else 2 * k
         if not matched and not linked:
-            return self._dense(query_vector, k, fallback="no-entity-match")
+            return self._dense(query_vector, k, alive, fallback="no-entity-match")
         seeds = sorted({a for ids in matched.values() for a in ids})
         ent_score = self._entity_scores(matched)
-        bridged = self._bridge_scores(seeds, ent_score, query_vector, set(matched))
+        bridged = self._bridge_scores(seeds, ent_score, query_vector, set(matched), within)
         nodes, hops = (
             self._forest.expand(seeds, depth) if seeds else (np.zeros(0, np.int64), np.zeros(0, np.int64))
         )
@@ -574,7 +611,7 @@ class BridgeRAG:
         cand = self._forest.chunk_ids(np.union1d(nodes, extra_nodes).astype(np.int64)).astype(np.int64)
         cand = cand[cand < n_rows]
         cand = cand[alive[cand]]
-        dense_rows = [row for row, _ in self._dense_rows(query_vector, pool)] if pool > 0 else []
+        dense_rows = [row for row, _ in self._dense_rows(query_vector, pool, alive)] if pool > 0 else []
         if dense_rows:
             cand = np.union1d(cand, np.asarray(dense_rows, dtype=np.int64))
         ids, cos = top_k_cosine(query_vector, matrix, cand, int(cand.size))
@@ -589,7 +626,7 @@ class BridgeRAG:
                 cosine=lambda rows: row_cosines(query_vector, matrix, rows),
             )
         if not cos_of:
-            return self._dense(query_vector, k, fallback="no-candidates")
+            return self._dense(query_vector, k, alive, fallback="no-candidates")
         ids = np.asarray(sorted(cos_of), dtype=np.int64)
         cos = np.asarray([cos_of[r] for r in ids.tolist()], dtype=np.float64)
         abstracts = row_abstract[ids]
@@ -648,6 +685,7 @@ class BridgeRAG:
         Args:
             path: Index directory.
         """
+        WriterLock.acquire(path, self)  # one writer per index directory
         with self._lock:
             files = {
                 "filter.bin": self._filter.to_bytes(),
@@ -678,7 +716,7 @@ class BridgeRAG:
                     "entities": self.num_entities,
                 },
             }
-            save_index(path, files, meta, kind=INDEX_KIND, version=INDEX_VERSION)
+            self._generation = save_index(path, files, meta, kind=INDEX_KIND, version=INDEX_VERSION).name
             self.persist_path = Path(path)
 
     @classmethod
@@ -690,6 +728,7 @@ class BridgeRAG:
         embedder: Any = None,
         entity_extractor: EntityExtractor | None = None,
         llm: Any = None,
+        refresh_interval: float | None = DEFAULT_REFRESH_INTERVAL,
     ) -> BridgeRAG:
         """Loads an index saved by :meth:`save` (or built with ``persist_directory``).
 
@@ -703,6 +742,9 @@ class BridgeRAG:
             embedder: Query embedder; default all-MiniLM-L6-v2. Its dimension must match.
             entity_extractor: Query entity extractor; default spaCy NER.
             llm: Optional LLM for the summaries of documents added later.
+            refresh_interval: Seconds between checks for a newer generation saved by the
+                directory's writer, which this object then switches to (see
+                :mod:`core.strategies.follow`); None: only an explicit :meth:`refresh`.
 
         Returns:
             The loaded strategy.
@@ -721,6 +763,23 @@ class BridgeRAG:
         rag = cls(store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=False)
         rag._restore(files)
         rag.persist_path = index_dir
+        rag._generation = meta.get(GENERATION_KEY)
+        ref = weakref.ref(rag)
+
+        def reload() -> BridgeRAG:
+            rag = ref()
+            if rag is None:
+                raise RuntimeError("the index object is gone")
+            return cls.load(
+                index_dir,
+                store=rag.store,
+                embedder=rag.embedder,
+                entity_extractor=rag.entity_extractor,
+                llm=rag.llm,
+                refresh_interval=None,
+            )
+
+        rag._follow(index_dir, refresh_interval, reload)
         return rag
 
     # ------------------------------------------------------------------ internals: build
@@ -899,12 +958,16 @@ class BridgeRAG:
         return dict(sorted(counts.items()))
 
     # ------------------------------------------------------------------ internals: query
-    def _match_entities(self, text: str, ner: Sequence[str]) -> dict[str, list[int]]:
+    def _match_entities(
+        self, text: str, ner: Sequence[str], within: npt.NDArray[np.bool_] | None = None
+    ) -> dict[str, list[int]]:
         """Query entities found in the filter, with their abstract lists.
 
         Probes are the query's n-grams (longest first) and, with ``query_ner``, the entities
         the extractor finds. With ``longest_match`` an n-gram inside a longer matched n-gram
         is dropped ("west virginia" inside "johnnycake west virginia"); NER entities stay.
+        With ``within`` (a metadata filter's abstracts) an entity keeps only those abstracts,
+        and an entity left with none is not matched.
         """
         grams = [g for g in query_ngrams(text, self.config.max_ngram) if not _all_stopwords(g)]
         probes = list(dict.fromkeys(p for p in [*grams, *ner] if p))
@@ -915,12 +978,15 @@ class BridgeRAG:
         kept: list[str] = []
         ner_set = set(ner)
         for i, p in enumerate(probes):
-            if offsets[i + 1] == offsets[i]:
+            found = ids[offsets[i] : offsets[i + 1]]
+            if within is not None and found.size:
+                found = found[within[np.minimum(found, within.shape[0] - 1)] & (found < within.shape[0])]
+            if found.size == 0:
                 continue
             if self.config.longest_match and p not in ner_set and any(f" {p} " in f" {q} " for q in kept):
                 continue
             kept.append(p)
-            matched[p] = ids[offsets[i] : offsets[i + 1]].tolist()
+            matched[p] = found.tolist()
         return matched
 
     def _entity_scores(self, matched: Mapping[str, list[int]]) -> dict[int, float]:
@@ -934,7 +1000,12 @@ class BridgeRAG:
         return scores
 
     def _bridge_scores(
-        self, seeds: list[int], ent_score: Mapping[int, float], query_vector: FloatMatrix, matched: set[str]
+        self,
+        seeds: list[int],
+        ent_score: Mapping[int, float],
+        query_vector: FloatMatrix,
+        matched: set[str],
+        within: npt.NDArray[np.bool_] | None = None,
     ) -> dict[int, float]:
         """Second-hop entity evidence: abstracts that share rare entities with the best seeds.
 
@@ -966,9 +1037,24 @@ class BridgeRAG:
                 continue
             w = math.log(1.0 + n / df) / ref
             for a in ids[offsets[i] : offsets[i + 1]].tolist():
-                if a not in top_set:
+                if a not in top_set and (within is None or (a < within.shape[0] and within[a])):
                     scores[a] = min(1.0, scores.get(a, 0.0) + w)
         return scores
+
+    def _abstracts_within(
+        self, alive: npt.NDArray[np.bool_], row_abstract: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.bool_]:
+        """The abstracts (any level) holding at least one of the rows ``alive`` marks."""
+        parent = self._parents()
+        within = np.zeros(len(parent), dtype=bool)
+        frontier = np.unique(row_abstract[alive])
+        frontier = frontier[frontier < within.shape[0]]
+        while frontier.size:
+            within[frontier] = True
+            up = parent[frontier].astype(np.int64)
+            up = up[up >= 0]
+            frontier = np.unique(up[~within[up]]) if up.size else up
+        return within
 
     def _tree_scores(self, seeds: list[int], ent_score: Mapping[int, float], depth: int) -> dict[int, float]:
         """Support of each expanded ancestor: its best seed's entity evidence, decayed per level."""
@@ -1024,20 +1110,34 @@ class BridgeRAG:
             node = self._forest.parent(node)
         return None, 0
 
-    def _dense_rows(self, query_vector: FloatMatrix, k: int) -> list[tuple[int, float]]:
-        """Nearest live rows, with their cosine similarity.
+    def _dense_rows(
+        self, query_vector: FloatMatrix, k: int, allowed: npt.NDArray[np.bool_] | None = None
+    ) -> list[tuple[int, float]]:
+        """Nearest live rows (of ``allowed``, a filter's live rows, when given), with their cosine.
 
-        Up to ``exact_search_max_rows`` rows this is an exact C++ scan of the in-memory matrix;
-        above it, a cluster index over the same matrix answers (no Chroma round trip).
+        Up to ``exact_search_max_rows`` rows, or ``allowed`` rows, this is an exact C++ scan
+        of the in-memory matrix; above it, a cluster index over the same matrix answers (no
+        Chroma round trip).
         """
         matrix, alive = self._table.matrix, self._table.alive
-        if len(alive) <= self.config.exact_search_max_rows:
-            rows = np.flatnonzero(alive)
+        limit = self.config.exact_search_max_rows
+        mask = alive if allowed is None else allowed
+        filtered = mask is not alive
+        rows = np.flatnonzero(mask) if filtered or len(alive) <= limit else None
+        if rows is not None and (rows.size <= limit or len(alive) <= limit):
             ids, sims = top_k_cosine(query_vector, matrix, rows, k)
             return list(zip(ids.tolist(), sims.tolist(), strict=True))
         index = self._dense_index(matrix, alive)
-        ids2, sims2 = index.search(query_vector.reshape(1, -1), matrix, k, DEFAULT_PROBE_ROWS)
-        return [(r, s) for r, s in zip(ids2[0].tolist(), sims2[0].tolist(), strict=True) if r >= 0]
+        want = k if rows is None else min(k * max(1, len(alive) // max(rows.size, 1)), len(alive))
+        ids2, sims2 = index.search(query_vector.reshape(1, -1), matrix, want, DEFAULT_PROBE_ROWS)
+        hits = [(r, s) for r, s in zip(ids2[0].tolist(), sims2[0].tolist(), strict=True) if r >= 0]
+        if rows is None:
+            return hits
+        hits = [(r, s) for r, s in hits if mask[r]][:k]
+        if len(hits) < min(k, rows.size):  # the index found too few inside the filter: scan them
+            ids, sims = top_k_cosine(query_vector, matrix, rows, k)
+            return list(zip(ids.tolist(), sims.tolist(), strict=True))
+        return hits
 
     def _dense_index(self, matrix: FloatMatrix, alive: npt.NDArray[np.bool_]) -> ClusterIndex:
         """The cluster index of the live rows of ``matrix`` (rebuilt when either changes).
@@ -1057,9 +1157,11 @@ class BridgeRAG:
             self._dense_cache = (matrix, alive, index)
             return index
 
-    def _dense(self, query_vector: FloatMatrix, k: int, *, fallback: str) -> list[Retrieved]:
+    def _dense(
+        self, query_vector: FloatMatrix, k: int, allowed: npt.NDArray[np.bool_], *, fallback: str
+    ) -> list[Retrieved]:
         out = []
-        for row, sim in self._dense_rows(query_vector, k):
+        for row, sim in self._dense_rows(query_vector, k, allowed):
             out.append(
                 self._result(
                     row,

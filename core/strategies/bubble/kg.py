@@ -74,6 +74,10 @@ class KnowledgeGraph:
         self._anchor_indexes: tuple[ClusterIndex, ClusterIndex] | None = None
         self._anchor_indexes_old: tuple[ClusterIndex, ClusterIndex] | None = None
         self._anchor_exact_below = DEFAULT_EXACT_BELOW
+        self._mention_version = 0  # bumped whenever a node's chunks or an edge's chunk change
+        self._mention_csr: (
+            tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]] | None
+        ) = None
 
     # ------------------------------------------------------------------ sizes and lookups
     @property
@@ -163,6 +167,43 @@ class KnowledgeGraph:
                 cached = self._anchor_indexes
             return cached
 
+    def chunk_masks(self, live: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        """The nodes and edges a set of chunks allows (a metadata filter's live chunks).
+
+        A node is allowed when at least one of the chunks that mention it is; an edge when
+        its chunk is (an edge of no chunk is outside every filter).
+
+        Args:
+            live: One bool per chunk row.
+
+        Returns:
+            ``(node_ok, edge_ok)``: one bool per node and one per edge (edge ids).
+        """
+        with self._lock:
+            csr = self._mention_csr
+            if csr is None or csr[0] != self._mention_version:
+                counts = np.fromiter(
+                    (len(r) for r in self.node_chunks), dtype=np.int64, count=len(self.node_chunks)
+                )
+                offsets = np.zeros(len(self.node_chunks) + 1, dtype=np.int64)
+                offsets[1:] = np.cumsum(counts)
+                flat = np.fromiter(
+                    (r for rows in self.node_chunks for r in rows), dtype=np.int64, count=int(offsets[-1])
+                )
+                csr = (self._mention_version, offsets, flat, np.asarray(self.edge_chunk, dtype=np.int64))
+                self._mention_csr = csr
+        _, offsets, flat, edge_chunk = csr
+        n = live.shape[0]
+        hit = np.zeros(flat.size + 1, dtype=np.int64)
+        inside = (flat >= 0) & (flat < n)
+        hit[1:][inside] = live[flat[inside]]
+        cum = np.cumsum(hit)
+        node_ok = (cum[offsets[1:]] - cum[offsets[:-1]]) > 0
+        edge_ok = np.zeros(edge_chunk.size, dtype=bool)
+        inside = (edge_chunk >= 0) & (edge_chunk < n)
+        edge_ok[inside] = live[edge_chunk[inside]]
+        return node_ok, edge_ok
+
     def _relation_edges(self) -> npt.NDArray[np.int64]:
         """Live, embedded relation edges (not co-occurrence or title), ascending: the anchorable edges."""
         return np.asarray(
@@ -215,8 +256,10 @@ class KnowledgeGraph:
                 self.node_names.append(" ".join(name.split()))
                 self.node_chunks.append([])
                 self._changed()
+                self._mention_version += 1
             if chunk >= 0 and (not self.node_chunks[node] or self.node_chunks[node][-1] != chunk):
                 self.node_chunks[node].append(chunk)
+                self._mention_version += 1
             return node
 
     def add_triples(self, triples: Iterable[Triple], chunk: int = _NO_CHUNK) -> int:
@@ -240,6 +283,7 @@ class KnowledgeGraph:
                 added += 1
             if added:
                 self._changed()
+                self._mention_version += 1
         return added
 
     def remove_chunks(self, chunks: Iterable[int]) -> int:
@@ -259,6 +303,7 @@ class KnowledgeGraph:
                 if any(r in gone for r in rows):
                     self.node_chunks[n] = [r for r in rows if r not in gone]
             self._changed()
+            self._mention_version += 1
         return removed
 
     def embed_missing(self, embedder: Embedder, *, show_progress: bool = False) -> int:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from core.embed import Embedder, as_embedder, embed_query_with, window_chars
+from core.filters import FilterError, MetadataFilter, parse_filter
 from core.llm import LLM, LLMOutputError, as_llm, complete_json
 from core.native.cluster_index import DEFAULT_EXACT_BELOW, DEFAULT_PROBE_ROWS
 from core.native.scoring import top_k_cosine
@@ -65,6 +67,7 @@ from core.strategies.bubble.kg import KnowledgeGraph
 from core.strategies.bubble.triples import Triple, TripleExtractor, default_triple_extractor
 from core.strategies.common import (
     DOC_ID_KEY,
+    GENERATION_KEY,
     check_embedder,
     check_query_vector,
     default_store,
@@ -73,14 +76,17 @@ from core.strategies.common import (
     normalise_rows,
     open_index,
     row_cosines,
+    search_within,
     store_from_meta,
     timed,
 )
 from core.strategies.config import StrategyConfig
 from core.strategies.entity_links import EntityLinks, HopConfig, Reached, links_files, links_from_files
+from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows, follows_writer
 from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
 from core.text import make_doc_id
 from core.types import BuildReport, Document, Retrieved
+from core.writer_lock import WriterLock, release_locks_of
 
 __all__ = ["BubbleConfig", "BubbleRAG", "EvidenceGraph"]
 
@@ -217,7 +223,7 @@ class EvidenceGraph:
     expanded_edges: list[int] = field(default_factory=list)
 
 
-class BubbleRAG:
+class BubbleRAG(Follows):
     """The BubbleRAG strategy (framework-neutral).
 
     Build with :meth:`from_documents` (a new corpus), :meth:`from_store` (the chunks already in
@@ -350,6 +356,8 @@ class BubbleRAG:
         rag = cls(
             store, emb, config=cfg, triple_extractor=triple_extractor, llm=llm, show_progress=show_progress
         )
+        if persist_directory is not None:  # one writer: taken before Chroma is touched
+            WriterLock.acquire(Path(persist_directory) / "bubble", rag)
         rag._index_documents(docs, first_build=True)
         if persist_directory is not None:
             rag.save(Path(persist_directory) / "bubble")
@@ -481,9 +489,28 @@ class BubbleRAG:
         if not docs:
             return []
         self._require_store("add_documents")
+        self._hold_writer_lock()
         ids = self._index_documents(docs, first_build=False)
         self._autosave()
         return ids
+
+    def close(self) -> None:
+        """Releases this object's writer lock on its index directory (if it holds one).
+
+        A writer keeps the lock from its first change until it is closed, garbage-collected
+        or its process exits; readers never take it.
+        """
+        release_locks_of(self)
+
+    def _hold_writer_lock(self) -> None:
+        """Takes (or keeps) the writer lock of the index directory before any change.
+
+        Raises:
+            core.writer_lock.IndexLockedError: Another writer holds it.
+        """
+        if self.persist_path is not None:
+            WriterLock.acquire(self.persist_path, self)
+            self._catch_up()
 
     def delete_documents(self, doc_ids: Sequence[str]) -> int:
         """Removes documents: their chunks leave Chroma, and their edges leave the graph.
@@ -493,6 +520,7 @@ class BubbleRAG:
         """
         doc_ids = check_doc_ids(doc_ids)
         store = self._require_store("delete_documents")
+        self._hold_writer_lock()
         with self._lock:
             rows = self._table.rows_of(doc_ids)
             if not rows:
@@ -510,8 +538,15 @@ class BubbleRAG:
         return self.store
 
     # ------------------------------------------------------------------ query
+    @follows_writer
     def retrieve(
-        self, query: str, k: int | None = None, *, include_triples: bool = False, **options: Any
+        self,
+        query: str,
+        k: int | None = None,
+        *,
+        include_triples: bool = False,
+        filter: Mapping[str, Any] | MetadataFilter | None = None,
+        **options: Any,
     ) -> list[Retrieved]:
         """Retrieves the chunks behind the best evidence graphs for ``query``.
 
@@ -520,6 +555,10 @@ class BubbleRAG:
             k: Number of chunks (default ``config.k``).
             include_triples: Also return the serialised triples of the kept evidence graphs
                 as one extra result (``metadata["type"] == "evidence_graph"``).
+            filter: A metadata filter in Chroma's ``where`` syntax (:mod:`core.filters`) over
+                the chunks: only nodes mentioned by a chunk that passes it and edges from
+                such chunks take part (anchors, bubble expansion, LLM expansion), and only
+                passing chunks are ranked (evidence, the walk, the dense pool and top-up).
             **options: Unknown options raise TypeError.
 
         Returns:
@@ -536,13 +575,17 @@ class BubbleRAG:
             raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
         text = check_query(query, self.config.max_query_chars)
         k = check_k(k, self.config.k)
+        flt = self._check_filter(filter)
         concepts = self._concepts(text)
         missing = self._unembedded(concepts)
         qv, vectors = embed_query_with(self.embedder, text, missing)
         qv = check_query_vector(qv, self.kg.dimension)
         known = dict(zip(missing, normalise_rows(vectors), strict=True)) if missing else {}
-        return self._retrieve(text, _unit(qv), k, concepts, known, include_triples=bool(include_triples))
+        return self._retrieve(
+            text, _unit(qv), k, concepts, known, include_triples=bool(include_triples), flt=flt
+        )
 
+    @follows_writer
     def retrieve_by_vector(
         self,
         query: str,
@@ -550,6 +593,7 @@ class BubbleRAG:
         k: int | None = None,
         *,
         include_triples: bool = False,
+        filter: Mapping[str, Any] | MetadataFilter | None = None,
         **options: Any,
     ) -> list[Retrieved]:
         """:meth:`retrieve` with the query embedding already computed (benchmarks use this).
@@ -564,8 +608,19 @@ class BubbleRAG:
             raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
         text = check_query(query, self.config.max_query_chars)
         k = check_k(k, self.config.k)
+        flt = self._check_filter(filter)
         qv = _unit(check_query_vector(query_vector, self.kg.dimension))
-        return self._retrieve(text, qv, k, self._concepts(text), {}, include_triples=include_triples)
+        return self._retrieve(text, qv, k, self._concepts(text), {}, include_triples=include_triples, flt=flt)
+
+    def _check_filter(self, filter: Mapping[str, Any] | MetadataFilter | None) -> MetadataFilter | None:
+        """The parsed filter; an index without chunks (a bare graph) cannot honour one."""
+        flt = parse_filter(filter)
+        if flt is not None and not self._table.ids:
+            raise FilterError(
+                "this BubbleRAG index was built from a graph alone: it has no chunks, so no chunk "
+                "metadata to filter on; build it from documents (or pass docs= to from_networkx)"
+            )
+        return flt
 
     def _retrieve(
         self,
@@ -576,31 +631,46 @@ class BubbleRAG:
         known: Mapping[str, FloatMatrix],
         *,
         include_triples: bool,
+        flt: MetadataFilter | None = None,
     ) -> list[Retrieved]:
-        cegs, fallback = self._search(text, qv, concepts, known)
+        live = self._table.live_mask(flt)
+        within = self.kg.chunk_masks(live) if flt is not None else None
+        if within is not None and not live.any():
+            return []
+        cegs, fallback = self._search(text, qv, concepts, known, within)
         if self._table.ids:
-            out = self._rank_chunks(text, qv, k, concepts, cegs, fallback)
+            out = self._rank_chunks(text, qv, k, concepts, cegs, fallback, live)
         else:
             out = [self._ceg_result(i, c, concepts) for i, c in enumerate(cegs[:k])]
         if include_triples and cegs:
             out.append(self._evidence_result(cegs, concepts))
         return out
 
-    def evidence_graphs(self, query: str) -> list[EvidenceGraph]:
+    @follows_writer
+    def evidence_graphs(
+        self, query: str, *, filter: Mapping[str, Any] | MetadataFilter | None = None
+    ) -> list[EvidenceGraph]:
         """The kept candidate evidence graphs of a query, best first (for inspection)."""
         text = check_query(query, self.config.max_query_chars)
+        flt = self._check_filter(filter)
+        within = self.kg.chunk_masks(self._table.live_mask(flt)) if flt is not None else None
         qv = _unit(self.embedder.embed_query(text))
-        return self._search(text, qv, self._concepts(text), {})[0]
+        return self._search(text, qv, self._concepts(text), {}, within)[0]
 
     def _search(
-        self, text: str, qv: FloatMatrix, concepts: list[Concept], known: Mapping[str, FloatMatrix]
+        self,
+        text: str,
+        qv: FloatMatrix,
+        concepts: list[Concept],
+        known: Mapping[str, FloatMatrix],
+        within: tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]] | None = None,
     ) -> tuple[list[EvidenceGraph], str | None]:
         cfg, kg = self.config, self.kg
         if kg.num_nodes == 0:
             return [], "empty-graph"
         vectors = self._concept_vectors(concepts, qv, known)
         with single_threaded_blas():  # small products next to a model: see core.strategies.bubble.blas
-            groups, seeds = self._anchors(concepts, vectors)
+            groups, seeds = self._anchors(concepts, vectors, within)
             if not seeds:
                 return [], "no-anchors"
             graph = kg.graph
@@ -609,14 +679,18 @@ class BubbleRAG:
             seed_nodes = np.asarray([s[0] for s in seeds], dtype=np.int64)
             local = graph.localize(np.unique(seed_nodes), cfg.hops, cfg.max_local_nodes)
             allowed = np.zeros(kg.num_nodes, dtype=np.uint8)
-            allowed[local] = 1
+            allowed[local] = 1 if within is None else within[0][local]
             if not allowed[seed_nodes].all():  # more anchors than max_local_nodes: keep those inside
                 groups = [kept for kept in ([i for i in g if allowed[seeds[i][0]]] for g in groups) if kept]
+                if not groups:
+                    return [], "no-anchors"
             node_cost = np.ones(kg.num_nodes, dtype=np.float32)
             node_cost[local] = np.clip(1.0 - kg.node_matrix[local] @ qv, 0.0, 2.0)
             edge_cost = np.ones(len(native), dtype=np.float32)
             inside = np.flatnonzero(allowed[heads].astype(bool) & allowed[tails].astype(bool))
             edge_cost[inside] = np.clip(1.0 - kg.edge_matrix[native[inside]] @ qv, 0.0, 2.0)
+            if within is not None:  # an edge from a chunk outside the filter is never walked
+                edge_cost[~within[1][native]] = np.inf
             to_native = kg.to_native()
             offsets = np.zeros(len(groups) + 1, dtype=np.int64)
             offsets[1:] = np.cumsum([len(g) for g in groups])
@@ -654,7 +728,7 @@ class BubbleRAG:
                 )
             )
         if self.llm is not None and cegs and cfg.llm_depth > 0:
-            self._expand_with_llm(text, qv, cegs)
+            self._expand_with_llm(text, qv, cegs, None if within is None else within[1])
         fallback = "anchors-only" if cegs and all(c.kind == "anchors" for c in cegs) else None
         return cegs, fallback
 
@@ -730,21 +804,33 @@ class BubbleRAG:
         return out
 
     def _anchors(
-        self, concepts: list[Concept], vectors: FloatMatrix
+        self,
+        concepts: list[Concept],
+        vectors: FloatMatrix,
+        within: tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]] | None = None,
     ) -> tuple[list[list[int]], list[tuple[int, int, float, int]]]:
-        """Anchor groups: per concept, seed indices into (node, edge or -1, cost, concept)."""
+        """Anchor groups: per concept, seed indices into (node, edge or -1, cost, concept).
+
+        With ``within`` (the nodes and edges a metadata filter allows) only those anchor.
+        """
         cfg, kg = self.config, self.kg
         node_index, edge_index = kg.anchor_indexes(cfg.anchor_exact_below)
         m, probe = cfg.anchors, cfg.anchor_probe_rows
-        node_ids, node_sims = node_index.search(vectors, kg.node_matrix, m, probe)
-        edge_ids, edge_sims = edge_index.search(vectors, kg.edge_matrix, m, probe)
+        if within is None:
+            node_ids, node_sims = node_index.search(vectors, kg.node_matrix, m, probe)
+            edge_ids, edge_sims = edge_index.search(vectors, kg.edge_matrix, m, probe)
+            node_ok: npt.NDArray[np.bool_] | None = None
+        else:
+            node_ok = within[0]
+            node_ids, node_sims = search_within(node_index, vectors, kg.node_matrix, m, probe, within[0])
+            edge_ids, edge_sims = search_within(edge_index, vectors, kg.edge_matrix, m, probe, within[1])
         seeds: list[tuple[int, int, float, int]] = []
         groups: list[list[int]] = []
         for ci, concept in enumerate(concepts):
             group: list[int] = []
             picked: set[int] = set()
             exact = kg.node_id(concept.text) if concept.kind != "query" else None
-            if exact is not None:
+            if exact is not None and (node_ok is None or node_ok[exact]):
                 picked.add(exact)
                 group.append(len(seeds))
                 seeds.append((exact, -1, 0.0, ci))
@@ -757,14 +843,24 @@ class BubbleRAG:
                 if e >= 0 and sim >= cfg.min_anchor_similarity:
                     cost = max(0.0, 1.0 - sim)
                     for end in (kg.edge_head[e], kg.edge_tail[e]):
-                        group.append(len(seeds))
-                        seeds.append((end, e, cost, ci))
+                        if node_ok is None or node_ok[end]:
+                            group.append(len(seeds))
+                            seeds.append((end, e, cost, ci))
             if group:
                 groups.append(group)
         return groups, seeds
 
-    def _expand_with_llm(self, text: str, qv: FloatMatrix, cegs: list[EvidenceGraph]) -> None:
-        """Reasoning-aware expansion: the LLM picks useful frontier facts, round by round."""
+    def _expand_with_llm(
+        self,
+        text: str,
+        qv: FloatMatrix,
+        cegs: list[EvidenceGraph],
+        edge_ok: npt.NDArray[np.bool_] | None = None,
+    ) -> None:
+        """Reasoning-aware expansion: the LLM picks useful frontier facts, round by round.
+
+        With ``edge_ok`` (a metadata filter's edges) only those edges are offered.
+        """
         assert self.llm is not None
         cfg, kg = self.config, self.kg
         deadline = time.monotonic() + cfg.llm_time_budget_s
@@ -780,7 +876,7 @@ class BubbleRAG:
                 _, nbr_edges = graph.neighbors(n)
                 for ne in nbr_edges.tolist():
                     e = int(native[ne])
-                    if e not in inside_edges:
+                    if e not in inside_edges and (edge_ok is None or edge_ok[e]):
                         frontier.setdefault(e, n)
             if not frontier:
                 break
@@ -828,8 +924,10 @@ class BubbleRAG:
         concepts: list[Concept],
         cegs: list[EvidenceGraph],
         fallback: str | None,
+        live: npt.NDArray[np.bool_] | None = None,
     ) -> list[Retrieved]:
-        cfg, kg, alive = self.config, self.kg, self._table.alive
+        cfg, kg = self.config, self.kg
+        alive = self._table.alive if live is None else live
         if not alive.any():
             return []
         evidence: dict[int, tuple[float, int]] = {}
@@ -1021,6 +1119,7 @@ class BubbleRAG:
         Args:
             path: Index directory (a new generation is written; the previous stays loadable).
         """
+        WriterLock.acquire(path, self)  # one writer per index directory
         with self._lock:
             files = {
                 **self.kg.to_files(),
@@ -1038,7 +1137,7 @@ class BubbleRAG:
                 else {"collection": self.store.name, "location": jsonable(self.store.location)},
                 "counts": dict(self.report.counts),
             }
-            save_index(path, files, meta, kind=INDEX_KIND, version=INDEX_VERSION)
+            self._generation = save_index(path, files, meta, kind=INDEX_KIND, version=INDEX_VERSION).name
             self.persist_path = Path(path)
 
     @classmethod
@@ -1050,8 +1149,19 @@ class BubbleRAG:
         embedder: Any = None,
         llm: Any = None,
         triple_extractor: TripleExtractor | None = None,
+        refresh_interval: float | None = DEFAULT_REFRESH_INTERVAL,
     ) -> BubbleRAG:
         """Loads an index saved by :meth:`save` (or built with ``persist_directory``).
+
+        Args:
+            path: The index directory, or the ``persist_directory`` used at build time.
+            store: The Chroma collection; default the one recorded in the manifest.
+            embedder: Query embedder (same dimension as at build time).
+            llm: Optional LLM (concepts, expansion).
+            triple_extractor: Triple extractor for documents added later.
+            refresh_interval: Seconds between checks for a newer generation saved by the
+                directory's writer, which this object then switches to (see
+                :mod:`core.strategies.follow`); None: only an explicit :meth:`refresh`.
 
         Raises:
             FileNotFoundError: No index at ``path``.
@@ -1071,6 +1181,23 @@ class BubbleRAG:
         )
         rag._restore(files)
         rag.persist_path = index_dir
+        rag._generation = meta.get(GENERATION_KEY)
+        ref = weakref.ref(rag)
+
+        def reload() -> BubbleRAG:
+            rag = ref()
+            if rag is None:
+                raise RuntimeError("the index object is gone")
+            return cls.load(
+                index_dir,
+                store=rag.store,
+                embedder=rag.embedder,
+                llm=rag.llm,
+                triple_extractor=rag._triple_extractor,
+                refresh_interval=None,
+            )
+
+        rag._follow(index_dir, refresh_interval, reload)
         return rag
 
     def _restore(self, files: Mapping[str, bytes]) -> None:

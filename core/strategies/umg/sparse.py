@@ -68,14 +68,26 @@ class BM25Expert:
         model.index(self._tokens(texts), show_progress=False)
         self.model, self.size = model, len(texts)
 
-    def search(self, query: str, n: int) -> Hits:
-        """The ``n`` best-scoring texts for ``query`` (texts with a zero score are left out)."""
+    def search(self, query: str, n: int, allowed: npt.NDArray[np.bool_] | None = None) -> Hits:
+        """The ``n`` best-scoring texts for ``query`` (texts with a zero score are left out).
+
+        Args:
+            query: The query text.
+            n: How many texts.
+            allowed: One bool per indexed text: only those may be returned (a metadata
+                filter's, or the live ones); None allows every text.
+        """
         if self.model is None or self.size == 0:
             return _top(np.zeros(0), n)
         tokens = [t for t in self._tokens([query])[0] if t in self.model.vocab_dict]
         if not tokens:
             return _top(np.zeros(0), n)
-        return _top(self.model.get_scores(tokens), n)
+        scores = np.asarray(self.model.get_scores(tokens), dtype=np.float32)
+        if allowed is not None:
+            if allowed.shape != scores.shape:
+                raise ValueError(f"allowed must have one entry per text ({scores.size}), got {allowed.shape}")
+            scores = np.where(allowed, scores, np.float32(0.0))
+        return _top(scores, n)
 
     def to_files(self) -> dict[str, bytes]:
         """The index as named byte blobs (bm25s's own JSON and .npy files, no pickle)."""

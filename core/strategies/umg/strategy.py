@@ -23,6 +23,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from tqdm.auto import tqdm
 
 from core.embed import Embedder, as_embedder
 from core.entities import EntityExtractor, default_entity_extractor
+from core.filters import MetadataFilter, parse_filter
 from core.native.fusion import fuse_weighted, merge_intervals, rrf_fuse
 from core.native.scoring import top_k_cosine
 from core.persist import (
@@ -52,6 +54,7 @@ from core.strategies.base import (
     check_query,
 )
 from core.strategies.common import (
+    GENERATION_KEY,
     check_embedder,
     check_query_vector,
     default_store,
@@ -64,11 +67,13 @@ from core.strategies.common import (
 )
 from core.strategies.config import StrategyConfig
 from core.strategies.entity_links import EntityLinks, HopConfig, links_files, links_from_files
+from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows, follows_writer
 from core.strategies.table import ChunkRows, ChunkTable, check_new_documents
 from core.strategies.umg.sparse import BM25Expert, SpladeExpert
 from core.strategies.umg.uncertainty import entropy_confidence, minmax_normalize, standardize
 from core.strategies.umg.units import UnitTable, build_units
 from core.types import BuildReport, Document, Retrieved
+from core.writer_lock import WriterLock, release_locks_of
 
 __all__ = ["UMGRAG", "UMGConfig"]
 
@@ -145,7 +150,7 @@ class _List:
     weight: float = 1.0  # multiplies the confidence in the fusion (the bridging expert's bridge_weight)
 
 
-class UMGRAG:
+class UMGRAG(Follows):
     """UMG-RAG / UMGP-RAG over Chroma (framework-neutral).
 
     Build with :meth:`from_documents` (or :meth:`load`); query with :meth:`retrieve`
@@ -267,6 +272,8 @@ class UMGRAG:
         docs = list(documents)
         if not docs:
             raise ValueError("cannot build an index from an empty corpus; pass at least one document")
+        if persist_directory is not None:  # one writer: taken before Chroma is touched
+            WriterLock.acquire(Path(persist_directory) / "umg", rag)
         rag._add(docs)
         if persist_directory is not None:
             rag.save(Path(persist_directory) / "umg")
@@ -358,14 +365,34 @@ class UMGRAG:
         docs = list(documents)
         if not docs:
             return []
+        self._hold_writer_lock()
         ids = self._add(docs)
         if self.persist_path is not None:
             self.save(self.persist_path)
         return ids
 
+    def close(self) -> None:
+        """Releases this object's writer lock on its index directory (if it holds one).
+
+        A writer keeps the lock from its first change until it is closed, garbage-collected
+        or its process exits; readers never take it.
+        """
+        release_locks_of(self)
+
+    def _hold_writer_lock(self) -> None:
+        """Takes (or keeps) the writer lock of the index directory before any change.
+
+        Raises:
+            core.writer_lock.IndexLockedError: Another writer holds it.
+        """
+        if self.persist_path is not None:
+            WriterLock.acquire(self.persist_path, self)
+            self._catch_up()
+
     def delete_documents(self, doc_ids: Sequence[str]) -> int:
         """Removes documents' units from Chroma and from every expert; returns units removed."""
         wanted = set(check_doc_ids(doc_ids))
+        self._hold_writer_lock()
         with self._lock:
             rows = self._table.rows_of(wanted)
             if not rows:
@@ -480,13 +507,16 @@ class UMGRAG:
             self._link_of_row[r] = len(self._link_rows)
             self._link_rows.append(r)
 
-    def _bridge_list(self, text: str, query_vector: FloatMatrix, dense: _List | None) -> _List | None:
+    def _bridge_list(
+        self, text: str, query_vector: FloatMatrix, dense: _List | None, live: npt.NDArray[np.bool_]
+    ) -> _List | None:
         """The bridging expert: the entity-hop walk from the query's entities, over the dense list."""
         cfg = self.config
         if cfg.link_hops <= 0 or not self._link_rows:
             return None
         link_rows = np.asarray(self._link_rows, dtype=np.int64)
-        alive = self._table.alive[link_rows]
+        link_rows = link_rows[link_rows < live.shape[0]]
+        alive = live[link_rows]
         linked = self._links.live(self._links.link(text, max_ngram=cfg.link_max_ngram), alive)
         if not linked:
             return None
@@ -523,8 +553,15 @@ class UMGRAG:
             self._bm25[g] = expert
 
     # ------------------------------------------------------------------ query
+    @follows_writer
     def retrieve(
-        self, query: str, k: int | None = None, *, parent_promotion: bool | None = None, **options: Any
+        self,
+        query: str,
+        k: int | None = None,
+        *,
+        parent_promotion: bool | None = None,
+        filter: Mapping[str, Any] | MetadataFilter | None = None,
+        **options: Any,
     ) -> list[Retrieved]:
         """UMG (or, with ``parent_promotion``, UMGP) retrieval.
 
@@ -532,6 +569,10 @@ class UMGRAG:
             query: The question.
             k: Number of results (default ``config.k``).
             parent_promotion: UMGP when True; default ``config.parent_promotion``.
+            filter: A metadata filter in Chroma's ``where`` syntax (:mod:`core.filters`): only
+                units that pass it are scored, by every expert (dense, BM25, SPLADE, the
+                bridging walk) at every granularity, and a unit is promoted only to a parent
+                that passes it.
             **options: Unknown options raise TypeError.
 
         Returns:
@@ -543,22 +584,32 @@ class UMGRAG:
             raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
         text = check_query(query, self.config.max_query_chars)
         k = check_k(k, self.config.k)
+        flt = parse_filter(filter)
         qv = self.embedder.embed_query(text)
-        return self.retrieve_by_vector(text, qv, k, parent_promotion=parent_promotion)
+        return self.retrieve_by_vector(text, qv, k, parent_promotion=parent_promotion, filter=flt)
 
-    def expert_lists(self, text: str, query_vector: FloatMatrix) -> list[_List]:
-        """Every expert-granularity list (top ``candidates`` units) with its confidence."""
+    def expert_lists(
+        self, text: str, query_vector: FloatMatrix, live: npt.NDArray[np.bool_] | None = None
+    ) -> list[_List]:
+        """Every expert-granularity list (top ``candidates`` units) with its confidence.
+
+        Args:
+            text: The query.
+            query_vector: Its embedding.
+            live: The units that may be returned (a filter's live units); None: the live ones.
+        """
+        live = self._table.alive if live is None else live
         splade_query = (
             self.splade.encode([text]) if self.splade is not None and self.splade.matrix is not None else None
         )
         lists: list[_List] = []
         ranking = [e for e in self.experts if e != "bridge"]
         for g in self.config.granularities:
-            lists += self._single_lists(text, query_vector, g, ranking, splade_query=splade_query)
+            lists += self._single_lists(text, query_vector, g, ranking, splade_query=splade_query, live=live)
         dense = next(
             (li for li in lists if li.expert == "dense" and li.g == self.config.bridge_granularity), None
         )
-        bridge = self._bridge_list(text, query_vector, dense)
+        bridge = self._bridge_list(text, query_vector, dense, live)
         return [*lists, bridge] if bridge is not None else lists
 
     def _make_list(self, expert: str, g: int, ids: npt.NDArray[Any], scores: npt.NDArray[Any]) -> _List:
@@ -566,6 +617,7 @@ class UMGRAG:
         conf = entropy_confidence(standardize(s), self.config.temperature)
         return _List(expert, g, np.asarray(ids, dtype=np.int64), s, conf)
 
+    @follows_writer
     def retrieve_by_vector(
         self,
         query: str,
@@ -573,6 +625,7 @@ class UMGRAG:
         k: int | None = None,
         *,
         parent_promotion: bool | None = None,
+        filter: Mapping[str, Any] | MetadataFilter | None = None,
         **options: Any,
     ) -> list[Retrieved]:
         """:meth:`retrieve` with the query embedding already computed.
@@ -588,10 +641,12 @@ class UMGRAG:
         parent_promotion = (
             self.config.parent_promotion if parent_promotion is None else bool(parent_promotion)
         )
+        flt = parse_filter(filter)
         query_vector = check_query_vector(query_vector, self._table.matrix.shape[1])
-        if not self._table.alive.any():
+        live = self._table.live_mask(flt)
+        if not live.any():
             return []
-        lists = self.expert_lists(text, query_vector)
+        lists = self.expert_lists(text, query_vector, live)
         if not lists:
             return []
         offsets = np.zeros(len(lists) + 1, dtype=np.int64)
@@ -602,7 +657,7 @@ class UMGRAG:
         pool = k if not parent_promotion else max(k, self.config.promotion_pool * k)
         fused_ids, fused = fuse_weighted(offsets, unit_ids, norm, weights, pool)
         if parent_promotion:
-            fused_ids, fused, promoted = self._promote(fused_ids, fused, k)
+            fused_ids, fused, promoted = self._promote(fused_ids, fused, k, live)
         else:
             promoted = np.zeros(len(fused_ids), dtype=bool)
         variant = "umgp" if parent_promotion else "umg"
@@ -611,6 +666,7 @@ class UMGRAG:
             for u, sc, p in zip(fused_ids, fused, promoted, strict=True)
         ][:k]
 
+    @follows_writer
     def retrieve_expert(
         self,
         text: str,
@@ -630,6 +686,7 @@ class UMGRAG:
             for u, sc in zip(li.ids[:k], li.scores[:k], strict=True)
         ]
 
+    @follows_writer
     def retrieve_rrf(
         self, text: str, query_vector: FloatMatrix, k: int, *, granularity: int = 8, k_rrf: float = 60.0
     ) -> list[Retrieved]:
@@ -653,13 +710,16 @@ class UMGRAG:
         experts: Sequence[str],
         *,
         splade_query: Any = None,
+        live: npt.NDArray[np.bool_] | None = None,
     ) -> list[_List]:
         if g not in self.config.granularities:
             raise ValueError(
                 f"granularity {g} is not indexed; choose one of {list(self.config.granularities)}"
             )
-        cfg, alive = self.config, self._table.alive
+        cfg = self.config
+        alive = self._table.alive if live is None else live
         rows = self._units.rows(g)
+        rows = rows[rows < alive.shape[0]] if rows.size else rows
         rows = rows[alive[rows]] if rows.size else rows
         lists: list[_List] = []
         if rows.size == 0:
@@ -671,15 +731,16 @@ class UMGRAG:
                 ids, sims = top_k_cosine(query_vector, self._table.matrix, rows, cfg.candidates)
                 lists.append(self._make_list("dense", g, ids, sims))
             elif expert == "bm25":
-                local, scores = self._bm25[g].search(text, cfg.candidates + int((~alive).sum()))
-                glob = np.asarray(self._units.by_granularity[g], dtype=np.int64)[local]
-                keep = alive[glob]
-                if keep.any():
-                    lists.append(
-                        self._make_list(
-                            "bm25", g, glob[keep][: cfg.candidates], scores[keep][: cfg.candidates]
-                        )
-                    )
+                units = np.asarray(self._units.by_granularity[g], dtype=np.int64)
+                bm25 = self._bm25[g]
+                allowed = np.zeros(bm25.size, dtype=bool)
+                present = units[: bm25.size]
+                allowed[: present.size] = alive[np.minimum(present, alive.shape[0] - 1)] & (
+                    present < alive.shape[0]
+                )
+                local, scores = bm25.search(text, cfg.candidates, allowed)
+                if local.size:
+                    lists.append(self._make_list("bm25", g, units[local], scores))
             elif expert == "splade":
                 if self.splade is None or self.splade.matrix is None:
                     raise ValueError("this index has no SPLADE expert; build it with splade=True")
@@ -694,15 +755,21 @@ class UMGRAG:
         return lists
 
     def _promote(
-        self, ids: npt.NDArray[np.int64], scores: npt.NDArray[np.float32], k: int
+        self,
+        ids: npt.NDArray[np.int64],
+        scores: npt.NDArray[np.float32],
+        k: int,
+        live: npt.NDArray[np.bool_],
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
-        """Fine units -> parent windows; overlapping spans of one document keep the best."""
+        """Fine units -> parent windows (only to a ``live`` parent); overlapping spans keep the best."""
         parent = self._parents()
         best: dict[int, tuple[float, bool]] = {}
         for u, s in zip(ids.tolist(), scores.tolist(), strict=True):
             target, moved = u, False
             if min(self._units.granularities[u]) <= self.config.fine_max:
                 target = parent(u)
+                if not (0 <= target < live.shape[0] and live[target]):
+                    target = u  # the parent is outside the filter (or dead): the unit stays
                 moved = target != u
             if target not in best or s > best[target][0]:
                 best[target] = (s, moved)
@@ -748,6 +815,7 @@ class UMGRAG:
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike[str]) -> None:
         """Saves units, embeddings and sparse indexes atomically (a new checksummed generation)."""
+        WriterLock.acquire(path, self)  # one writer per index directory
         with self._lock:
             u = self._units
             files: dict[str, bytes] = {
@@ -778,7 +846,7 @@ class UMGRAG:
                 "store": {"collection": self.store.name, "location": dict(self.store.location)},
                 "splade": None if self.splade is None else str(self.splade.path),
             }
-            save_index(path, files, meta, kind=INDEX_KIND, version=INDEX_VERSION)
+            self._generation = save_index(path, files, meta, kind=INDEX_KIND, version=INDEX_VERSION).name
             self.persist_path = Path(path)
 
     @classmethod
@@ -789,6 +857,7 @@ class UMGRAG:
         store: ChunkStore | None = None,
         embedder: Any = None,
         splade: SpladeExpert | str | os.PathLike[str] | bool | None = None,
+        refresh_interval: float | None = DEFAULT_REFRESH_INTERVAL,
     ) -> UMGRAG:
         """Loads an index saved by :meth:`save` (or built with ``persist_directory``).
 
@@ -798,6 +867,9 @@ class UMGRAG:
             embedder: Query embedder (same dimension as at build time).
             splade: SPLADE model for queries when the index has a SPLADE expert; default the
                 model recorded at build time.
+            refresh_interval: Seconds between checks for a newer generation saved by the
+                directory's writer, which this object then switches to (see
+                :mod:`core.strategies.follow`); None: only an explicit :meth:`refresh`.
 
         Raises:
             FileNotFoundError: No index at ``path``.
@@ -819,6 +891,18 @@ class UMGRAG:
         )
         rag._restore(files)
         rag.persist_path = index_dir
+        rag._generation = meta.get(GENERATION_KEY)
+        ref = weakref.ref(rag)
+
+        def reload() -> UMGRAG:
+            rag = ref()
+            if rag is None:
+                raise RuntimeError("the index object is gone")
+            return cls.load(
+                index_dir, store=rag.store, embedder=rag.embedder, splade=rag.splade, refresh_interval=None
+            )
+
+        rag._follow(index_dir, refresh_interval, reload)
         return rag
 
     def _restore(self, files: Mapping[str, bytes]) -> None:

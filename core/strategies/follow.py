@@ -1,0 +1,226 @@
+"""Readers that follow the one writer: a loaded index switches to each new generation.
+
+An index opened with ``load(path)`` records the generation it read. At most every
+``refresh_interval`` seconds a query reads the directory's ``CURRENT`` pointer (one small
+file); when it names a newer generation, a background thread loads it beside the one in
+use (nothing re-embedded; the same store, embedder and models) and then switches: queries
+in flight finish on the generation they started on, new queries wait the few microseconds
+of the switch and run on the new one. A failed or partial load (a save being pruned, a
+collection the writer is changing) keeps the old generation, logs why on the
+``bridge_rag.refresh`` logger, and is retried at the next check. :meth:`Follows.refresh`
+does the same at once, in the caller's thread.
+
+A writer (the object holding the directory's writer lock) never reloads its own saves; an
+object that becomes a writer first catches up with what another writer saved.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from core.persist import current_generation
+from core.writer_lock import holds_lock
+
+__all__ = ["DEFAULT_REFRESH_INTERVAL", "Follower", "Follows", "check_refresh_interval", "follows_writer"]
+
+#: Seconds between two checks of ``CURRENT`` by a loaded index (None or 0: see ``load``).
+DEFAULT_REFRESH_INTERVAL = 1.0
+
+logger = logging.getLogger("bridge_rag.refresh")
+
+F = TypeVar("F", bound=Callable[..., Any])
+_OWN = ("_follower",)  # attributes a switch keeps: the follower itself
+
+
+def check_refresh_interval(value: object) -> float | None:
+    """Validates a ``refresh_interval`` (seconds; None turns automatic refresh off).
+
+    Raises:
+        TypeError: Not a number.
+        ValueError: Negative or not finite.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"refresh_interval must be a number of seconds or None, got {type(value).__name__}")
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"refresh_interval must be >= 0 seconds (None: no automatic refresh), got {value}")
+    return float(value)
+
+
+class _Gate:
+    """Queries pass freely; a switch waits for the queries in flight and holds new ones back."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._active = 0
+        self._switching = False
+        self._local = threading.local()
+
+    @contextmanager
+    def query(self) -> Iterator[None]:
+        depth = getattr(self._local, "depth", 0)
+        if depth == 0:
+            with self._cond:
+                while self._switching:
+                    self._cond.wait()
+                self._active += 1
+        self._local.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._local.depth = depth
+            if depth == 0:
+                with self._cond:
+                    self._active -= 1
+                    if self._active == 0:
+                        self._cond.notify_all()
+
+    def switch(self, apply: Callable[[], None]) -> None:
+        with self._cond:
+            self._switching = True
+            try:
+                while self._active:
+                    self._cond.wait()
+                apply()
+            finally:
+                self._switching = False
+                self._cond.notify_all()
+
+
+class Follower:
+    """Follows one index directory on behalf of one loaded strategy.
+
+    Args:
+        owner: The strategy (held weakly).
+        directory: Its index directory (where ``CURRENT`` lives).
+        interval: Seconds between automatic checks; None: only :meth:`refresh`.
+        reload: Loads the directory's current generation as a new strategy object.
+    """
+
+    def __init__(
+        self, owner: Any, directory: Path, interval: float | None, reload: Callable[[], Any]
+    ) -> None:
+        self.directory = directory
+        self.interval = interval
+        self.gate = _Gate()
+        self.last_error: BaseException | None = None
+        self.switches = 0
+        self._owner = weakref.ref(owner)
+        self._reload = reload
+        self._loading = threading.Lock()
+        self._next_check = time.monotonic() + (interval or 0.0)
+
+    def check(self) -> None:
+        """Called before a query: at most once per interval, look at ``CURRENT``."""
+        if self.interval is None:
+            return
+        now = time.monotonic()
+        if now < self._next_check:
+            return
+        self._next_check = now + self.interval
+        owner = self._owner()
+        if owner is None or current_generation(self.directory) == getattr(owner, "_generation", None):
+            return
+        if holds_lock(owner, self.directory) or self._loading.locked():
+            return
+        threading.Thread(target=self.refresh, name="bridge-rag-refresh", daemon=True).start()
+
+    def refresh(self, *, force: bool = False) -> bool:
+        """Loads and switches to the directory's current generation when it is newer.
+
+        Args:
+            force: Also when the owner holds the writer lock (a new writer catching up).
+
+        Returns:
+            True when the owner switched to another generation.
+        """
+        with self._loading:
+            owner = self._owner()
+            if owner is None:
+                return False
+            current = current_generation(self.directory)
+            if current is None or current == getattr(owner, "_generation", None):
+                return False
+            if not force and holds_lock(owner, self.directory):
+                return False
+            try:
+                fresh = self._reload()
+            except Exception as exc:  # keep serving the old generation; retried at the next check
+                self.last_error = exc
+                logger.warning(
+                    "bridge-rag: could not load generation %s of %s (%s: %s); still serving %s",
+                    current,
+                    self.directory,
+                    type(exc).__name__,
+                    exc,
+                    getattr(owner, "_generation", None),
+                )
+                return False
+            state = {key: value for key, value in vars(fresh).items() if key not in _OWN}
+            self.gate.switch(lambda: vars(owner).update(state))
+            self.last_error = None
+            self.switches += 1
+            logger.info("bridge-rag: %s now serves %s", self.directory, getattr(owner, "_generation", None))
+            return True
+
+
+class Follows:
+    """Mixin of the strategies: ``refresh()`` and the automatic refresh of a loaded index."""
+
+    _follower: Follower | None = None
+    _generation: str | None = None
+
+    def _follow(self, directory: Path, interval: float | None, reload: Callable[[], Any]) -> None:
+        """Starts following ``directory`` (called by ``load``)."""
+        self._follower = Follower(self, directory, check_refresh_interval(interval), reload)
+
+    @property
+    def refresh_interval(self) -> float | None:
+        """Seconds between automatic checks for a new generation (None: off or not loaded)."""
+        return self._follower.interval if self._follower is not None else None
+
+    @property
+    def generation(self) -> str | None:
+        """The index generation this object serves (``"gen-000004"``; None: never saved or loaded)."""
+        return self._generation
+
+    def refresh(self) -> bool:
+        """Switches to the newest saved generation of the index directory, if there is one.
+
+        Returns:
+            True when a newer generation was loaded and is now served; False when there is
+            none, the object was not loaded from a directory, it is the directory's writer,
+            or the load failed (logged; the old generation is kept).
+        """
+        follower = self._follower
+        return follower.refresh() if follower is not None else False
+
+    def _catch_up(self) -> None:
+        """Before a reader's first change: load what another writer saved since (if anything)."""
+        follower = self._follower
+        if follower is not None:
+            follower.refresh(force=True)
+
+
+def follows_writer(method: F) -> F:
+    """Decorates a query method: check for a new generation, then run inside the switch gate."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        follower = self.__dict__.get("_follower")
+        if follower is None:
+            return method(self, *args, **kwargs)
+        follower.check()
+        with follower.gate.query():
+            return method(self, *args, **kwargs)
+
+    return cast(F, wrapper)

@@ -1,0 +1,235 @@
+"""One writer per index directory: a lock file naming its owner, with stale-lock detection.
+
+Any number of processes may load and query an index directory; only one may change it
+(build into it, add, delete, save). The first change a strategy makes to a directory takes
+``DIR/WRITER.lock``, created atomically (``O_CREAT | O_EXCL``), holding the owner's pid,
+host, process start time and a random token; the strategy keeps it until it is closed,
+garbage-collected or its process exits. A second writer (another process, or another
+strategy object in the same process) gets :class:`IndexLockedError` naming the owner
+*before* it touches Chroma or the index files, so the index is never half-written by two.
+
+A lock left by a process that died (killed, crashed) is recognised: same host, and the pid
+is gone or now belongs to a process that started at another time. Such a lock is replaced.
+A lock from another host cannot be checked from here; the error says how to remove it
+once that writer is known to be gone.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import secrets
+import socket
+import threading
+import weakref
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LOCK_NAME", "IndexLockedError", "WriterLock", "holds_lock", "lock_owner", "release_locks_of"]
+
+#: The lock file's name inside an index directory.
+LOCK_NAME = "WRITER.lock"
+
+_HELD: dict[Path, WriterLock] = {}
+_HELD_LOCK = threading.Lock()
+
+
+class IndexLockedError(RuntimeError):
+    """Another writer holds the index directory's lock."""
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` (Linux ``/proc``; None elsewhere or when gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _alive(pid: int, started: str | None) -> bool:
+    """Whether the process that wrote a lock (pid + start time) still runs on this host."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, under another user
+    if started is not None:
+        now = _start_time(pid)
+        if now is not None and now != started:
+            return False  # the pid was reused by a newer process
+    return True
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def lock_owner(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The owner recorded in a directory's lock file (None when unlocked or unreadable)."""
+    return _read(Path(directory) / LOCK_NAME)
+
+
+class WriterLock:
+    """The writer lock of one index directory, held by this process for one owner object.
+
+    Use :meth:`acquire`; the lock is released by :meth:`release`, when the owner is
+    garbage-collected, or at interpreter exit.
+    """
+
+    def __init__(self, directory: Path, token: str) -> None:
+        self.directory = directory
+        self.path = directory / LOCK_NAME
+        self.token = token
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+        self._owner: weakref.ref[Any] | None = None
+
+    @classmethod
+    def acquire(cls, directory: str | os.PathLike[str], owner: object) -> WriterLock:
+        """Takes the lock of ``directory`` for ``owner`` (a strategy), or returns the one it holds.
+
+        Args:
+            directory: The index directory (created when missing).
+            owner: The object that writes; the lock lives as long as it does.
+
+        Returns:
+            The held lock.
+
+        Raises:
+            IndexLockedError: Another live writer holds it (its pid and host are named).
+        """
+        root = Path(directory).resolve()
+        with _HELD_LOCK:
+            held = _HELD.get(root)
+            if held is not None:
+                if held._owned_by(owner):
+                    return held
+                raise IndexLockedError(
+                    f"the index directory {str(root)!r} already has a writer in this process (another "
+                    "strategy object); write through that object, or close() it first"
+                )
+            root.mkdir(parents=True, exist_ok=True)
+            token = secrets.token_hex(8)
+            lock = cls(root, token)
+            lock._create()
+            lock._finalizer = weakref.finalize(owner, _release, root, token)
+            lock._owner = weakref.ref(owner)
+            _HELD[root] = lock
+            return lock
+
+    def _owned_by(self, owner: object) -> bool:
+        return self._owner is not None and self._owner() is owner
+
+    def _create(self) -> None:
+        record = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": _start_time(os.getpid()),
+            "token": self.token,
+            "since": datetime.now(UTC).replace(microsecond=0).isoformat(),
+        }
+        payload = json.dumps(record).encode("utf-8")
+        for _ in range(3):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                if not self._clear_stale():
+                    owner = lock_owner(self.directory) or {}
+                    raise IndexLockedError(_locked_message(self.directory, owner)) from None
+                continue
+            try:
+                os.write(fd, payload)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            return
+        raise IndexLockedError(_locked_message(self.directory, lock_owner(self.directory) or {}))
+
+    def _clear_stale(self) -> bool:
+        """Removes the lock file when its writer is gone; True when it was removed (or vanished)."""
+        owner = lock_owner(self.directory)
+        if owner is None:
+            # Being written this instant, or unreadable: stale only if it stays empty.
+            try:
+                if self.path.stat().st_size > 0:
+                    return False
+            except FileNotFoundError:
+                return True
+            return False
+        if owner.get("host") != socket.gethostname():
+            return False
+        pid = owner.get("pid")
+        if not isinstance(pid, int) or _alive(pid, owner.get("started")):
+            return False
+        stale = self.path.with_name(f"{LOCK_NAME}.stale-{secrets.token_hex(4)}")
+        try:
+            os.replace(self.path, stale)  # one process wins the rename; the others retry
+        except FileNotFoundError:
+            return True
+        again = _read(stale)
+        if again is not None and again.get("token") != owner.get("token"):
+            # Another writer re-took the lock between our read and our rename: give it back.
+            with contextlib.suppress(OSError):
+                os.replace(stale, self.path)
+            return False
+        stale.unlink(missing_ok=True)
+        return True
+
+    def release(self) -> None:
+        """Releases the lock (only if this process still holds it with this token)."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        _release(self.directory, self.token)
+
+
+def holds_lock(owner: object, directory: str | os.PathLike[str]) -> bool:
+    """Whether ``owner`` holds the writer lock of ``directory`` in this process."""
+    held = _HELD.get(Path(directory).resolve())
+    return held is not None and held._owned_by(owner)
+
+
+def release_locks_of(owner: object) -> int:
+    """Releases every writer lock ``owner`` holds in this process; returns how many."""
+    with _HELD_LOCK:
+        mine = [lock for lock in _HELD.values() if lock._owned_by(owner)]
+    for lock in mine:
+        lock.release()
+    return len(mine)
+
+
+def _release(directory: Path, token: str) -> None:
+    with _HELD_LOCK:
+        held = _HELD.get(directory)
+        if held is not None and held.token == token:
+            del _HELD[directory]
+    owner = lock_owner(directory)
+    if owner is not None and owner.get("token") == token and owner.get("pid") == os.getpid():
+        with contextlib.suppress(FileNotFoundError):
+            (directory / LOCK_NAME).unlink()
+
+
+def _locked_message(directory: Path, owner: dict[str, Any]) -> str:
+    who = f"pid {owner.get('pid', '?')} on host {owner.get('host', '?')!r}"
+    since = f" since {owner['since']}" if owner.get("since") else ""
+    return (
+        f"the index directory {str(directory)!r} is being written by {who}{since}; one writer per "
+        "index directory: send changes through that process, or wait until it closes. If that "
+        f"writer is gone (it ran on another host), delete {str(directory / LOCK_NAME)!r}"
+    )
+
+
+@atexit.register
+def _release_all() -> None:  # pragma: no cover - runs at interpreter exit
+    for root, lock in list(_HELD.items()):
+        _release(root, lock.token)

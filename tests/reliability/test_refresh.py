@@ -1,0 +1,197 @@
+"""Readers follow the one writer: new generations are picked up within the refresh interval.
+
+Every strategy of :data:`tests.reliability.cases.STRATEGIES` (fake embedder: wiring tests):
+a reader loaded from the index directory notices the writer's saves by itself, switches
+without failing a query, keeps its generation when a load fails, and several reader
+processes stop returning a deleted document within the interval (plus the load).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.types import Document
+from tests.reliability.cases import STRATEGIES, StrategyCase, synthetic_documents, wiring_embedder
+
+ROOT = Path(__file__).resolve().parents[2]
+QUERY = "Who founded the guild in the harbour town?"
+#: Time a reader may need to load a new generation of these small indexes, beyond the interval.
+LOAD_ALLOWANCE_S = 3.0
+
+
+@pytest.fixture(params=STRATEGIES, ids=str)
+def case(request: pytest.FixtureRequest) -> StrategyCase:
+    param: StrategyCase = request.param
+    return param
+
+
+def _writer(case: StrategyCase, tmp_path: Path, n: int = 6) -> tuple[Any, Path, list[Document]]:
+    docs = synthetic_documents(n)
+    writer = case.build(
+        docs, embedder=wiring_embedder(), persist_directory=tmp_path / "idx", **case.wiring_kwargs()
+    )
+    return writer, tmp_path / "idx", docs
+
+
+def _reader(case: StrategyCase, path: Path, interval: float | None) -> Any:
+    return case.load(path, embedder=wiring_embedder(), refresh_interval=interval, **case.wiring_kwargs())
+
+
+def _docs_of(strategy: Any) -> set[str]:
+    return {str(r.metadata.get("doc_id")) for r in strategy.retrieve(QUERY, k=200)}
+
+
+def test_a_reader_follows_deletes_and_additions_by_itself(case: StrategyCase, tmp_path: Path) -> None:
+    writer, path, docs = _writer(case, tmp_path)
+    reader = _reader(case, path, 0.2)
+    assert reader.refresh_interval == 0.2
+    first = reader.generation
+    assert first is not None
+    gone = str(docs[0].id)
+    assert gone in _docs_of(reader)
+    writer.delete_documents([gone])
+    saved = time.monotonic()
+    while gone in _docs_of(reader):
+        assert time.monotonic() - saved < 0.2 + LOAD_ALLOWANCE_S, "the reader kept the deleted document"
+        time.sleep(0.02)
+    assert reader.generation != first
+    writer.add_documents([Document("Ilse Marrow founded the guild in the harbour town of Vell.", id="fresh")])
+    saved = time.monotonic()
+    while "fresh" not in _docs_of(reader):
+        assert time.monotonic() - saved < 0.2 + LOAD_ALLOWANCE_S, "the reader never saw the new document"
+        time.sleep(0.02)
+    assert reader.generation == writer.generation
+    assert reader.refresh() is False  # nothing newer
+    writer.close()
+
+
+def test_without_an_interval_only_refresh_switches(case: StrategyCase, tmp_path: Path) -> None:
+    writer, path, docs = _writer(case, tmp_path)
+    reader = _reader(case, path, None)
+    assert reader.refresh_interval is None
+    writer.delete_documents([str(docs[1].id)])
+    time.sleep(0.3)
+    assert str(docs[1].id) in _docs_of(reader)  # still the generation it loaded
+    assert reader.refresh() is True
+    assert str(docs[1].id) not in _docs_of(reader)
+    assert writer.refresh() is False  # a writer never reloads its own saves
+    writer.close()
+
+
+def test_a_failed_load_keeps_the_old_generation(
+    case: StrategyCase, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer, path, docs = _writer(case, tmp_path)
+    reader = _reader(case, path, None)
+    before = _docs_of(reader)
+    writer.delete_documents([str(docs[2].id)])
+    follower = reader._follower
+
+    def broken() -> Any:
+        raise ValueError("the index files are malformed (simulated); rebuild it")
+
+    real, follower._reload = follower._reload, broken
+    with caplog.at_level(logging.WARNING, logger="bridge_rag.refresh"):
+        assert reader.refresh() is False
+    assert "still serving" in caplog.text
+    assert isinstance(follower.last_error, ValueError)
+    assert _docs_of(reader) == before  # the old generation answers, unchanged
+    follower._reload = real
+    assert reader.refresh() is True
+    assert str(docs[2].id) not in _docs_of(reader)
+    writer.close()
+
+
+def test_no_query_fails_while_generations_switch(case: StrategyCase, tmp_path: Path) -> None:
+    writer, path, docs = _writer(case, tmp_path, n=8)
+    reader = _reader(case, path, 0.0)  # checks before every query: the most switches
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    seen: list[set[str]] = []
+
+    def hammer() -> None:
+        while not stop.is_set():
+            try:
+                seen.append(_docs_of(reader))
+            except BaseException as exc:  # pragma: no cover - the assertion below reports it
+                errors.append(exc)
+
+    threads = [threading.Thread(target=hammer) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for i, doc in enumerate(docs[:5]):
+            writer.delete_documents([str(doc.id)])
+            writer.add_documents([Document(f"Guild member {i} founded a harbour town.", id=f"new-{i}")])
+            time.sleep(0.05)
+        deadline = time.monotonic() + LOAD_ALLOWANCE_S
+        while reader.generation != writer.generation and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors[:3]
+    assert reader._follower.switches >= 1
+    assert reader.generation == writer.generation
+    assert _docs_of(reader) == _docs_of(writer)
+    writer.close()
+
+
+def test_reader_processes_drop_a_deleted_document_within_the_interval(
+    case: StrategyCase, tmp_path: Path
+) -> None:
+    writer, path, docs = _writer(case, tmp_path)
+    interval = 0.5
+    readers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.reliability.follow_reader",
+                case.name,
+                str(path),
+                str(interval),
+                "6",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        for _ in range(3)
+    ]
+    for proc in readers:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read() if proc.stderr else ""
+    time.sleep(1.0)
+    gone = str(docs[0].id)
+    writer.delete_documents([gone])
+    saved = time.time()
+    outputs = [proc.communicate(timeout=120)[0] for proc in readers]
+    writer.close()
+    for out in outputs:
+        records = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        assert records, out
+        assert not [r for r in records if "error" in r], out
+        before = [r for r in records if r["t"] < saved]
+        assert before
+        assert all(gone in r["docs"] for r in before)
+        late = [
+            r["t"] - saved
+            for r in records
+            if r["t"] > saved + interval + LOAD_ALLOWANCE_S and gone in r["docs"]
+        ]
+        assert not late, f"a reader returned the deleted document {max(late):.2f} s after the save"
+        assert any(gone not in r["docs"] for r in records if r["t"] > saved)
