@@ -132,8 +132,10 @@ class StrategyRetriever(BaseRetriever):
         k: int
             Number of documents to return (default 4); ``invoke(query, k=n)`` overrides it.
         search_kwargs: dict[str, Any]
-            Extra options for ``strategy.retrieve`` (for example ``{"depth": 2}``);
-            keyword arguments given to ``invoke`` override them.
+            Extra options for ``strategy.retrieve`` (for example ``{"depth": 2}``, or a
+            metadata filter in Chroma's ``where`` syntax: ``{"filter": {"tenant": "acme"}}``,
+            as ``Chroma.as_retriever`` takes it); keyword arguments given to ``invoke``
+            (``invoke(q, filter=...)``) override them.
 
     Instantiate:
         ```python
