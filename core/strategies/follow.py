@@ -7,7 +7,8 @@ use (nothing re-embedded; the same store, embedder and models) and then switches
 in flight finish on the generation they started on, new queries wait the few microseconds
 of the switch and run on the new one. A failed or partial load (a save being pruned, a
 collection the writer is changing) keeps the old generation, logs why on the
-``bridge_rag.refresh`` logger, and is retried at the next check. :meth:`Follows.refresh`
+``bridge_rag.refresh`` logger, and is retried later (backing off, up to a minute, while it
+keeps failing). :meth:`Follows.refresh`
 does the same at once, in the caller's thread.
 
 A writer (the object holding the directory's writer lock) never reloads its own saves; an
@@ -38,6 +39,7 @@ logger = logging.getLogger("bridge_rag.refresh")
 
 F = TypeVar("F", bound=Callable[..., Any])
 _OWN = ("_follower",)  # attributes a switch keeps: the follower itself
+_MAX_BACKOFF_S = 60.0  # longest wait before retrying a generation that failed to load
 
 
 def check_refresh_interval(value: object) -> float | None:
@@ -114,6 +116,7 @@ class Follower:
         self.gate = _Gate()
         self.last_error: BaseException | None = None
         self.switches = 0
+        self.failures = 0  # consecutive failed loads: the next automatic try backs off
         self._owner = weakref.ref(owner)
         self._reload = reload
         self._loading = threading.Lock()
@@ -154,8 +157,11 @@ class Follower:
                 return False
             try:
                 fresh = self._reload()
-            except Exception as exc:  # keep serving the old generation; retried at the next check
+            except Exception as exc:  # keep serving the old generation; retried later
                 self.last_error = exc
+                self.failures += 1
+                backoff = min(_MAX_BACKOFF_S, (self.interval or 0.0) * 2.0**self.failures)
+                self._next_check = max(self._next_check, time.monotonic() + backoff)
                 logger.warning(
                     "bridge-rag: could not load generation %s of %s (%s: %s); still serving %s",
                     current,
@@ -168,6 +174,7 @@ class Follower:
             state = {key: value for key, value in vars(fresh).items() if key not in _OWN}
             self.gate.switch(lambda: vars(owner).update(state))
             self.last_error = None
+            self.failures = 0
             self.switches += 1
             logger.info("bridge-rag: %s now serves %s", self.directory, getattr(owner, "_generation", None))
             return True
