@@ -26,7 +26,6 @@ from core.types import BuildReport, Document
 
 __all__ = [
     "DOC_ID_KEY",
-    "GENERATION_KEY",
     "ORDER_KEY",
     "check_embedder",
     "check_query_vector",
@@ -50,8 +49,6 @@ C = TypeVar("C")
 
 #: Metadata key of a chunk's document id, and of its position in the document.
 DOC_ID_KEY = "doc_id"
-#: Key :func:`open_index` adds to the manifest's meta: the generation it loaded.
-GENERATION_KEY = "_generation"
 ORDER_KEY = "chunk_order"
 _EMBED_BATCH = 256
 
@@ -81,16 +78,16 @@ def default_store(
 
 def open_index(
     path: str | os.PathLike[str], index_name: str, *, kind: str, version: int
-) -> tuple[Path, Path, dict[str, Any], dict[str, bytes]]:
+) -> tuple[Path, Path, str, dict[str, Any], dict[str, bytes]]:
     """Reads a saved index given its directory or the persist directory holding it.
 
     Returns:
-        ``(root, index_dir, meta, files)``; ``meta[GENERATION_KEY]`` names the generation loaded.
+        ``(root, index_dir, generation, meta, files)``: ``generation`` names the one loaded.
     """
     root = Path(path)
     index_dir = root / index_name if (root / index_name).is_dir() else root
     generation, meta, files = load_index_generation(index_dir, kind=kind, version=version)
-    return root, index_dir, {**meta, GENERATION_KEY: generation}, files
+    return root, index_dir, generation, meta, files
 
 
 def store_from_meta(

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from core.persist import current_generation
-from core.writer_lock import holds_lock
+from core.writer_lock import WriterLock, holds_lock, release_locks_of
 
 __all__ = ["DEFAULT_REFRESH_INTERVAL", "Follower", "Follows", "check_refresh_interval", "follows_writer"]
 
@@ -105,11 +105,12 @@ class Follower:
         owner: The strategy (held weakly).
         directory: Its index directory (where ``CURRENT`` lives).
         interval: Seconds between automatic checks; None: only :meth:`refresh`.
-        reload: Loads the directory's current generation as a new strategy object.
+        reload: Given the owner, loads the directory's current generation as a new strategy
+            object (with the owner's store, embedder and models).
     """
 
     def __init__(
-        self, owner: Any, directory: Path, interval: float | None, reload: Callable[[], Any]
+        self, owner: Any, directory: Path, interval: float | None, reload: Callable[[Any], Any]
     ) -> None:
         self.directory = directory
         self.interval = interval
@@ -156,7 +157,7 @@ class Follower:
             if not force and holds_lock(owner, self.directory):
                 return False
             try:
-                fresh = self._reload()
+                fresh = self._reload(owner)
             except Exception as exc:  # keep serving the old generation; retried later
                 self.last_error = exc
                 self.failures += 1
@@ -181,13 +182,18 @@ class Follower:
 
 
 class Follows:
-    """Mixin of the strategies: ``refresh()`` and the automatic refresh of a loaded index."""
+    """Mixin of the strategies: their index directory's writer lock and live refresh.
 
+    ``close()`` and the lock taken before a change, ``refresh()`` and the automatic
+    refresh of a loaded index; the strategy sets ``persist_path``.
+    """
+
+    persist_path: Path | None
     _follower: Follower | None = None
     _generation: str | None = None
 
-    def _follow(self, directory: Path, interval: float | None, reload: Callable[[], Any]) -> None:
-        """Starts following ``directory`` (called by ``load``)."""
+    def _follow(self, directory: Path, interval: float | None, reload: Callable[[Any], Any]) -> None:
+        """Starts following ``directory`` (called by ``load``; ``reload(self)`` loads it anew)."""
         self._follower = Follower(self, directory, check_refresh_interval(interval), reload)
 
     @property
@@ -211,11 +217,27 @@ class Follows:
         follower = self._follower
         return follower.refresh() if follower is not None else False
 
-    def _catch_up(self) -> None:
-        """Before a reader's first change: load what another writer saved since (if anything)."""
-        follower = self._follower
-        if follower is not None:
-            follower.refresh(force=True)
+    def close(self) -> None:
+        """Releases this object's writer lock on its index directory (if it holds one).
+
+        A writer keeps the lock from its first change until it is closed, garbage-collected
+        or its process exits; readers never take it.
+        """
+        release_locks_of(self)
+
+    def _hold_writer_lock(self) -> None:
+        """Takes (or keeps) the writer lock of the index directory before any change.
+
+        A reader becoming the writer first loads what another writer saved since it loaded.
+
+        Raises:
+            core.writer_lock.IndexLockedError: Another writer holds it.
+        """
+        if self.persist_path is not None:
+            WriterLock.acquire(self.persist_path, self)
+            follower = self._follower
+            if follower is not None:
+                follower.refresh(force=True)
 
 
 def follows_writer(method: F) -> F:

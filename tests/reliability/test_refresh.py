@@ -97,7 +97,7 @@ def test_a_failed_load_keeps_the_old_generation(
     writer.delete_documents([str(docs[2].id)])
     follower = reader._follower
 
-    def broken() -> Any:
+    def broken(owner: Any) -> Any:
         raise ValueError("the index files are malformed (simulated); rebuild it")
 
     real, follower._reload = follower._reload, broken

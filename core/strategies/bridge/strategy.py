@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 import os
 import threading
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +63,6 @@ from core.strategies.bridge.abstracts import AbstractWriter
 from core.strategies.bridge.hierarchy import group_by_meaning, weighted_centroids
 from core.strategies.common import (
     DOC_ID_KEY,
-    GENERATION_KEY,
     check_embedder,
     check_query_vector,
     default_store,
@@ -88,7 +86,7 @@ from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows, follows_wr
 from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
 from core.text import query_ngrams, title_entities
 from core.types import BuildReport, Document, Retrieved
-from core.writer_lock import WriterLock, release_locks_of
+from core.writer_lock import WriterLock
 
 __all__ = ["BridgeConfig", "BridgeRAG"]
 
@@ -452,24 +450,6 @@ class BridgeRAG(Follows):
         self._autosave()
         return ids
 
-    def close(self) -> None:
-        """Releases this object's writer lock on its index directory (if it holds one).
-
-        A writer keeps the lock from its first change until it is closed, garbage-collected
-        or its process exits; readers never take it.
-        """
-        release_locks_of(self)
-
-    def _hold_writer_lock(self) -> None:
-        """Takes (or keeps) the writer lock of the index directory before any change.
-
-        Raises:
-            core.writer_lock.IndexLockedError: Another writer holds it.
-        """
-        if self.persist_path is not None:
-            WriterLock.acquire(self.persist_path, self)
-            self._catch_up()
-
     def delete_documents(self, doc_ids: Sequence[str]) -> int:
         """Removes documents: their chunks leave Chroma, the filter and the ranking.
 
@@ -754,7 +734,9 @@ class BridgeRAG(Follows):
             ValueError: Corrupted files, another format version, a dimension mismatch, or a
                 Chroma collection that does not hold the indexed chunks.
         """
-        root, index_dir, meta, files = open_index(path, "bridge", kind=INDEX_KIND, version=INDEX_VERSION)
+        root, index_dir, generation, meta, files = open_index(
+            path, "bridge", kind=INDEX_KIND, version=INDEX_VERSION
+        )
         cfg = BridgeConfig.from_dict(meta.get("config", {}))
         emb = as_embedder(embedder)
         check_embedder(emb, meta)
@@ -763,23 +745,19 @@ class BridgeRAG(Follows):
         rag = cls(store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=False)
         rag._restore(files)
         rag.persist_path = index_dir
-        rag._generation = meta.get(GENERATION_KEY)
-        ref = weakref.ref(rag)
-
-        def reload() -> BridgeRAG:
-            rag = ref()
-            if rag is None:
-                raise RuntimeError("the index object is gone")
-            return cls.load(
+        rag._generation = generation
+        rag._follow(
+            index_dir,
+            refresh_interval,
+            lambda rag: cls.load(
                 index_dir,
                 store=rag.store,
                 embedder=rag.embedder,
                 entity_extractor=rag.entity_extractor,
                 llm=rag.llm,
                 refresh_interval=None,
-            )
-
-        rag._follow(index_dir, refresh_interval, reload)
+            ),
+        )
         return rag
 
     # ------------------------------------------------------------------ internals: build

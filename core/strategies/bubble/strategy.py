@@ -38,7 +38,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,7 +66,6 @@ from core.strategies.bubble.kg import KnowledgeGraph
 from core.strategies.bubble.triples import Triple, TripleExtractor, default_triple_extractor
 from core.strategies.common import (
     DOC_ID_KEY,
-    GENERATION_KEY,
     check_embedder,
     check_query_vector,
     default_store,
@@ -86,7 +84,7 @@ from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows, follows_wr
 from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
 from core.text import make_doc_id
 from core.types import BuildReport, Document, Retrieved
-from core.writer_lock import WriterLock, release_locks_of
+from core.writer_lock import WriterLock
 
 __all__ = ["BubbleConfig", "BubbleRAG", "EvidenceGraph"]
 
@@ -493,24 +491,6 @@ class BubbleRAG(Follows):
         ids = self._index_documents(docs, first_build=False)
         self._autosave()
         return ids
-
-    def close(self) -> None:
-        """Releases this object's writer lock on its index directory (if it holds one).
-
-        A writer keeps the lock from its first change until it is closed, garbage-collected
-        or its process exits; readers never take it.
-        """
-        release_locks_of(self)
-
-    def _hold_writer_lock(self) -> None:
-        """Takes (or keeps) the writer lock of the index directory before any change.
-
-        Raises:
-            core.writer_lock.IndexLockedError: Another writer holds it.
-        """
-        if self.persist_path is not None:
-            WriterLock.acquire(self.persist_path, self)
-            self._catch_up()
 
     def delete_documents(self, doc_ids: Sequence[str]) -> int:
         """Removes documents: their chunks leave Chroma, and their edges leave the graph.
@@ -1167,7 +1147,9 @@ class BubbleRAG(Follows):
             FileNotFoundError: No index at ``path``.
             ValueError: Corrupted files, another version, or a dimension mismatch.
         """
-        root, index_dir, meta, files = open_index(path, "bubble", kind=INDEX_KIND, version=INDEX_VERSION)
+        root, index_dir, generation, meta, files = open_index(
+            path, "bubble", kind=INDEX_KIND, version=INDEX_VERSION
+        )
         emb = as_embedder(embedder)
         check_embedder(emb, meta)
         if store is None and meta.get("store") is not None:
@@ -1181,23 +1163,19 @@ class BubbleRAG(Follows):
         )
         rag._restore(files)
         rag.persist_path = index_dir
-        rag._generation = meta.get(GENERATION_KEY)
-        ref = weakref.ref(rag)
-
-        def reload() -> BubbleRAG:
-            rag = ref()
-            if rag is None:
-                raise RuntimeError("the index object is gone")
-            return cls.load(
+        rag._generation = generation
+        rag._follow(
+            index_dir,
+            refresh_interval,
+            lambda rag: cls.load(
                 index_dir,
                 store=rag.store,
                 embedder=rag.embedder,
                 llm=rag.llm,
                 triple_extractor=rag._triple_extractor,
                 refresh_interval=None,
-            )
-
-        rag._follow(index_dir, refresh_interval, reload)
+            ),
+        )
         return rag
 
     def _restore(self, files: Mapping[str, bytes]) -> None:

@@ -23,7 +23,6 @@ import math
 import os
 import threading
 import time
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +53,6 @@ from core.strategies.base import (
     check_query,
 )
 from core.strategies.common import (
-    GENERATION_KEY,
     check_embedder,
     check_query_vector,
     default_store,
@@ -73,7 +71,7 @@ from core.strategies.umg.sparse import BM25Expert, SpladeExpert
 from core.strategies.umg.uncertainty import entropy_confidence, minmax_normalize, standardize
 from core.strategies.umg.units import UnitTable, build_units
 from core.types import BuildReport, Document, Retrieved
-from core.writer_lock import WriterLock, release_locks_of
+from core.writer_lock import WriterLock
 
 __all__ = ["UMGRAG", "UMGConfig"]
 
@@ -370,24 +368,6 @@ class UMGRAG(Follows):
         if self.persist_path is not None:
             self.save(self.persist_path)
         return ids
-
-    def close(self) -> None:
-        """Releases this object's writer lock on its index directory (if it holds one).
-
-        A writer keeps the lock from its first change until it is closed, garbage-collected
-        or its process exits; readers never take it.
-        """
-        release_locks_of(self)
-
-    def _hold_writer_lock(self) -> None:
-        """Takes (or keeps) the writer lock of the index directory before any change.
-
-        Raises:
-            core.writer_lock.IndexLockedError: Another writer holds it.
-        """
-        if self.persist_path is not None:
-            WriterLock.acquire(self.persist_path, self)
-            self._catch_up()
 
     def delete_documents(self, doc_ids: Sequence[str]) -> int:
         """Removes documents' units from Chroma and from every expert; returns units removed."""
@@ -875,7 +855,9 @@ class UMGRAG(Follows):
             FileNotFoundError: No index at ``path``.
             ValueError: Corrupted files, another version, or a dimension mismatch.
         """
-        root, index_dir, meta, files = open_index(path, "umg", kind=INDEX_KIND, version=INDEX_VERSION)
+        root, index_dir, generation, meta, files = open_index(
+            path, "umg", kind=INDEX_KIND, version=INDEX_VERSION
+        )
         emb = as_embedder(embedder)
         check_embedder(emb, meta)
         if store is None:
@@ -891,18 +873,14 @@ class UMGRAG(Follows):
         )
         rag._restore(files)
         rag.persist_path = index_dir
-        rag._generation = meta.get(GENERATION_KEY)
-        ref = weakref.ref(rag)
-
-        def reload() -> UMGRAG:
-            rag = ref()
-            if rag is None:
-                raise RuntimeError("the index object is gone")
-            return cls.load(
+        rag._generation = generation
+        rag._follow(
+            index_dir,
+            refresh_interval,
+            lambda rag: cls.load(
                 index_dir, store=rag.store, embedder=rag.embedder, splade=rag.splade, refresh_interval=None
-            )
-
-        rag._follow(index_dir, refresh_interval, reload)
+            ),
+        )
         return rag
 
     def _restore(self, files: Mapping[str, bytes]) -> None:
