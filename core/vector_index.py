@@ -60,6 +60,7 @@ import faiss as _faiss
 import numpy as np
 import numpy.typing as npt
 
+from core.native.scoring import top_k_products
 from core.persist import array_from_bytes, array_to_bytes, json_from_bytes, json_to_bytes
 
 faiss: Any = _faiss  # its bundled stubs lack SearchParametersHNSW, IDSelectorBitmap, RandomGenerator
@@ -89,7 +90,6 @@ HEADER_FILE = "vector_index.json"
 ROWS_FILE = "vector_index_rows.npy"
 ENGINE_FILE = "vector_index.faiss"
 _ADD_BATCH = 100  # faiss inserts up to 100 points per level on the calling thread
-_QUERY_BLOCK = 256
 _MAX_EF = 4096
 
 
@@ -600,17 +600,8 @@ def _exact_into(
     q: FloatMatrix, sub: FloatMatrix, cand: IntArray, k: int, ids: IntArray, scores: FloatMatrix
 ) -> None:
     """Exact top ``k`` of ``sub`` (rows ``cand``) per query into ``ids`` / ``scores``; ties by lower id."""
-    kk = min(k, cand.size)
-    if kk == 0:
-        return
-    for start in range(0, q.shape[0], _QUERY_BLOCK):
-        sims = q[start : start + _QUERY_BLOCK] @ sub.T
-        cuts = -np.partition(-sims, kk - 1, axis=1)[:, kk - 1]  # the kk-th best score per query
-        for j in range(sims.shape[0]):
-            hit = np.flatnonzero(sims[j] >= cuts[j])  # every row at the cut, so ties go to low ids
-            order = hit[np.lexsort((cand[hit], -sims[j, hit]))][:kk]
-            ids[start + j, :kk] = cand[order]
-            scores[start + j, :kk] = sims[j, order]
+    found, sims = top_k_products(q, sub, cand, k)
+    ids[:, :k], scores[:, :k] = found, sims
 
 
 def _int_field(header: Mapping[str, Any], name: str, low: int, high: int) -> int:

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from core.embed import Embedder
+from core.native.scoring import top_k_products
 from core.persist import load_index_generation
 from core.store import ChunkStore, StoredChunks
 from core.types import BuildReport, Document
@@ -35,6 +36,7 @@ __all__ = [
     "documents_from_chunks",
     "embed_in_batches",
     "jsonable",
+    "mask_at",
     "normalise_rows",
     "open_index",
     "public_metadata",
@@ -212,6 +214,15 @@ def row_cosines(
     return (matrix[rows] @ query_vector).astype(np.float64)
 
 
+def mask_at(mask: npt.NDArray[np.bool_], ids: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+    """``mask[ids]``, where an id outside the mask (-1, or a row appended meanwhile) is False."""
+    at = np.asarray(ids, dtype=np.int64)
+    inside = (at >= 0) & (at < mask.shape[0])
+    out = np.zeros(at.shape, dtype=bool)
+    out[inside] = mask[at[inside]]
+    return out
+
+
 #: Below this many allowed rows a filtered search scans them exactly (one BLAS product).
 EXACT_WITHIN = 20_000
 
@@ -225,20 +236,7 @@ def exact_top(
         ``(ids, sims)`` of shape (queries, k), padded with -1 and -inf.
     """
     q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
-    ids = np.full((q.shape[0], k), -1, dtype=np.int64)
-    sims = np.full((q.shape[0], k), -np.inf, dtype=np.float32)
-    kk = min(k, rows.size)
-    if kk == 0:
-        return ids, sims
-    scores = q @ matrix[rows].T
-    for i in range(q.shape[0]):
-        row_scores = scores[i]
-        cut = -np.partition(-row_scores, kk - 1)[kk - 1]
-        cand = np.flatnonzero(row_scores >= cut)
-        order = cand[np.lexsort((rows[cand], -row_scores[cand]))][:kk]
-        ids[i, :kk] = rows[order]
-        sims[i, :kk] = row_scores[order]
-    return ids, sims
+    return top_k_products(q, matrix[rows], rows, k)
 
 
 def search_within(
@@ -248,10 +246,12 @@ def search_within(
     k: int,
     probe_rows: int,
     allowed: npt.NDArray[np.bool_],
+    *,
+    exact_below: int = EXACT_WITHIN,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
     """Top ``k`` rows of a vector index per query, among the rows ``allowed`` marks.
 
-    When the allowed indexed rows are few (under :data:`EXACT_WITHIN`) they are scanned
+    When the allowed indexed rows are few (up to ``exact_below``) they are scanned
     exactly; otherwise the index is asked for proportionally more hits, which are filtered,
     and a query left with fewer than ``k`` falls back to the exact scan.
 
@@ -263,23 +263,22 @@ def search_within(
         probe_rows: The index's search effort.
         allowed: One bool per row id of ``matrix``'s id space (longer or shorter is fine:
             ids beyond it are not allowed).
+        exact_below: Up to this many allowed rows, the exact scan.
 
     Returns:
         ``(ids, sims)`` of shape (queries, k), padded with -1 and -inf.
     """
     listed = np.asarray(index.rows, dtype=np.int64)
-    listed = listed[listed < allowed.shape[0]]
-    rows = np.sort(listed[allowed[listed]])
+    rows = np.sort(listed[mask_at(allowed, listed)])
     q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
-    if rows.size <= EXACT_WITHIN:
+    if rows.size <= exact_below:
         return exact_top(q, matrix, rows, k)
     want = min(int(listed.size), k * max(1, -(-int(listed.size) // max(int(rows.size), 1))))
     got_ids, got_sims = index.search(q, matrix, want, probe_rows)
     ids = np.full((q.shape[0], k), -1, dtype=np.int64)
     sims = np.full((q.shape[0], k), -np.inf, dtype=np.float32)
     for i in range(q.shape[0]):
-        keep = (got_ids[i] >= 0) & (got_ids[i] < allowed.shape[0])
-        keep[keep] = allowed[got_ids[i][keep]]
+        keep = mask_at(allowed, got_ids[i])
         hit_ids, hit_sims = got_ids[i][keep][:k], got_sims[i][keep][:k]
         if hit_ids.size < min(k, rows.size):  # too few inside the filter: scan them
             exact_ids, exact_sims = exact_top(q[i], matrix, rows, k)

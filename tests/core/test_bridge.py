@@ -608,6 +608,13 @@ def test_dense_hits_from_the_cluster_index_match_the_exact_scan(
         assert [r.id for r in via_index] == [r.id for r in exact[q]]
         assert [r.score for r in via_index] == pytest.approx([r.score for r in exact[q]], abs=1e-5)
     assert demo_rag._dense_cache[2] is clustered  # same matrix and live rows: reused
+    # a filter over more rows than the exact limit goes through the index, never outside it
+    some = sorted(set(demo_rag._table.doc_ids))[::3]
+    where = {"doc_id": {"$in": some}}
+    for q in queries:
+        filtered = demo_rag.retrieve(q, k=6, filter=where)
+        assert filtered
+        assert {r.metadata["doc_id"] for r in filtered} <= set(some)
     monkeypatch.setattr(demo_rag._table, "alive", demo_rag._table.alive.copy())  # what a deletion does
     demo_rag.retrieve(queries[0], k=6)
     assert demo_rag._dense_cache[2] is not clustered

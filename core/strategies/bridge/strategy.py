@@ -68,9 +68,11 @@ from core.strategies.common import (
     default_store,
     embed_in_batches,
     jsonable,
+    mask_at,
     normalise_rows,
     open_index,
     row_cosines,
+    search_within,
     store_from_meta,
     timed,
 )
@@ -958,7 +960,7 @@ class BridgeRAG(Follows):
         for i, p in enumerate(probes):
             found = ids[offsets[i] : offsets[i + 1]]
             if within is not None and found.size:
-                found = found[within[np.minimum(found, within.shape[0] - 1)] & (found < within.shape[0])]
+                found = found[mask_at(within, found)]
             if found.size == 0:
                 continue
             if self.config.longest_match and p not in ner_set and any(f" {p} " in f" {q} " for q in kept):
@@ -1100,22 +1102,18 @@ class BridgeRAG(Follows):
         matrix, alive = self._table.matrix, self._table.alive
         limit = self.config.exact_search_max_rows
         mask = alive if allowed is None else allowed
-        filtered = mask is not alive
-        rows = np.flatnonzero(mask) if filtered or len(alive) <= limit else None
-        if rows is not None and (rows.size <= limit or len(alive) <= limit):
-            ids, sims = top_k_cosine(query_vector, matrix, rows, k)
-            return list(zip(ids.tolist(), sims.tolist(), strict=True))
+        if len(alive) <= limit or mask is not alive:
+            rows = np.flatnonzero(mask)
+            if rows.size <= limit or len(alive) <= limit:
+                ids, sims = top_k_cosine(query_vector, matrix, rows, k)
+                return list(zip(ids.tolist(), sims.tolist(), strict=True))
         index = self._dense_index(matrix, alive)
-        want = k if rows is None else min(k * max(1, len(alive) // max(rows.size, 1)), len(alive))
-        ids2, sims2 = index.search(query_vector.reshape(1, -1), matrix, want, DEFAULT_PROBE_ROWS)
-        hits = [(r, s) for r, s in zip(ids2[0].tolist(), sims2[0].tolist(), strict=True) if r >= 0]
-        if rows is None:
-            return hits
-        hits = [(r, s) for r, s in hits if mask[r]][:k]
-        if len(hits) < min(k, rows.size):  # the index found too few inside the filter: scan them
-            ids, sims = top_k_cosine(query_vector, matrix, rows, k)
-            return list(zip(ids.tolist(), sims.tolist(), strict=True))
-        return hits
+        if mask is alive:  # the index normalises the query itself
+            found, scores = index.search(query_vector.reshape(1, -1), matrix, k, DEFAULT_PROBE_ROWS)
+        else:  # many rows pass the filter: the index, over-fetched, with an exact fallback
+            unit = query_vector.reshape(1, -1) / max(float(np.linalg.norm(query_vector)), 1e-12)
+            found, scores = search_within(index, unit, matrix, k, DEFAULT_PROBE_ROWS, mask, exact_below=limit)
+        return [(r, s) for r, s in zip(found[0].tolist(), scores[0].tolist(), strict=True) if r >= 0]
 
     def _dense_index(self, matrix: FloatMatrix, alive: npt.NDArray[np.bool_]) -> ClusterIndex:
         """The cluster index of the live rows of ``matrix`` (rebuilt when either changes).

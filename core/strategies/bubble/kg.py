@@ -25,7 +25,7 @@ from core.native.cluster_index import DEFAULT_EXACT_BELOW, ClusterIndex
 from core.native.graph import Graph
 from core.persist import array_from_bytes, array_to_bytes, json_from_bytes, json_to_bytes
 from core.strategies.bubble.triples import Triple
-from core.strategies.common import embed_in_batches, normalise_rows
+from core.strategies.common import embed_in_batches, mask_at, normalise_rows
 from core.text import normalize_entity
 
 __all__ = ["KnowledgeGraph"]
@@ -193,16 +193,9 @@ class KnowledgeGraph:
                 csr = (self._mention_version, offsets, flat, np.asarray(self.edge_chunk, dtype=np.int64))
                 self._mention_csr = csr
         _, offsets, flat, edge_chunk = csr
-        n = live.shape[0]
-        hit = np.zeros(flat.size + 1, dtype=np.int64)
-        inside = (flat >= 0) & (flat < n)
-        hit[1:][inside] = live[flat[inside]]
-        cum = np.cumsum(hit)
+        cum = np.concatenate([[0], np.cumsum(mask_at(live, flat))])
         node_ok = (cum[offsets[1:]] - cum[offsets[:-1]]) > 0
-        edge_ok = np.zeros(edge_chunk.size, dtype=bool)
-        inside = (edge_chunk >= 0) & (edge_chunk < n)
-        edge_ok[inside] = live[edge_chunk[inside]]
-        return node_ok, edge_ok
+        return node_ok, mask_at(live, edge_chunk)
 
     def _relation_edges(self) -> npt.NDArray[np.int64]:
         """Live, embedded relation edges (not co-occurrence or title), ascending: the anchorable edges."""

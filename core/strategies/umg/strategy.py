@@ -58,6 +58,7 @@ from core.strategies.common import (
     default_store,
     documents_from_chunks,
     embed_in_batches,
+    mask_at,
     normalise_rows,
     open_index,
     row_cosines,
@@ -715,9 +716,7 @@ class UMGRAG(Follows):
                 bm25 = self._bm25[g]
                 allowed = np.zeros(bm25.size, dtype=bool)
                 present = units[: bm25.size]
-                allowed[: present.size] = alive[np.minimum(present, alive.shape[0] - 1)] & (
-                    present < alive.shape[0]
-                )
+                allowed[: present.size] = mask_at(alive, present)
                 local, scores = bm25.search(text, cfg.candidates, allowed)
                 if local.size:
                     lists.append(self._make_list("bm25", g, units[local], scores))
