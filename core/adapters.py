@@ -24,6 +24,7 @@ __all__ = [
     "offset_or_none",
     "promote",
     "public_name",
+    "refresh_strategy",
     "scores_or_ranks",
     "split_fields",
     "texts_by_id",
@@ -50,6 +51,17 @@ def check_option(name: str, value: Any, kind: type) -> Any:
     if kind is int and isinstance(value, int) and value < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
     return value
+
+
+def refresh_strategy(strategy: Any) -> bool:
+    """Calls a strategy's ``refresh()`` when it has one (a loaded index follows its writer).
+
+    Returns:
+        True when the strategy now serves a newer generation; False otherwise, and for
+        searchables without ``refresh`` (test doubles, baselines).
+    """
+    refresh = getattr(strategy, "refresh", None)
+    return bool(refresh()) if callable(refresh) else False
 
 
 def check_strategy_type(expected: type | None, strategy: T, error: type[Exception]) -> T:

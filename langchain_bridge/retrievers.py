@@ -20,7 +20,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from core.adapters import check_strategy_type, chroma_collection, lift_option, split_fields
+from core.adapters import check_strategy_type, chroma_collection, lift_option, refresh_strategy, split_fields
 from core.embed import LangChainEmbedder
 from core.store import ChunkStore
 from core.strategies.base import Strategy, check_doc_ids
@@ -389,8 +389,7 @@ class StrategyRetriever(BaseRetriever):
         Returns:
             True when the strategy now serves a newer generation.
         """
-        refresh = getattr(self.strategy, "refresh", None)
-        return bool(refresh()) if callable(refresh) else False
+        return refresh_strategy(self.strategy)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Saves the strategy's structures atomically (Chroma keeps the chunks)."""

@@ -28,7 +28,14 @@ from llama_index.core.schema import (
 )
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from core.adapters import check_option, check_strategy_type, chroma_collection, lift_option, split_fields
+from core.adapters import (
+    check_option,
+    check_strategy_type,
+    chroma_collection,
+    lift_option,
+    refresh_strategy,
+    split_fields,
+)
 from core.embed import LlamaIndexEmbedder
 from core.store import ChunkStore
 from core.strategies.base import COMMON_PROVENANCE_KEYS, Searchable, Strategy, check_k
@@ -455,8 +462,7 @@ class StrategyRetriever(BaseRetriever):
         Returns:
             True when the strategy now serves a newer generation.
         """
-        refresh = getattr(self.strategy, "refresh", None)
-        return bool(refresh()) if callable(refresh) else False
+        return refresh_strategy(self.strategy)
 
     def persist(self, persist_dir: str | os.PathLike[str]) -> None:
         """Saves the strategy's structures atomically (Chroma keeps the chunks)."""

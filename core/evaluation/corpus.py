@@ -161,6 +161,40 @@ class BenchContext:
     settings: Mapping[str, Any] = field(default_factory=dict)
     _used_names: set[str] = field(default_factory=lambda: {SHARED_COLLECTION})
 
+    @classmethod
+    def create(
+        cls,
+        documents: list[Document],
+        embedder: EmbeddingCache,
+        chroma_path: Path,
+        *,
+        k: int,
+        show_progress: bool = True,
+    ) -> BenchContext:
+        """Builds the shared corpus in a new Chroma under ``chroma_path`` and the context over it.
+
+        Args:
+            documents: The corpus documents (each with an id).
+            embedder: The run's embedding cache.
+            chroma_path: Where the run's Chroma keeps its data.
+            k: Results per query.
+            show_progress: Show progress bars.
+        """
+        corpus = build_shared_corpus(
+            documents,
+            embedder,
+            ChunkStore.persistent(chroma_path, SHARED_COLLECTION),
+            show_progress=show_progress,
+        )
+        return cls(
+            documents=documents,
+            embedder=embedder,
+            corpus=corpus,
+            chroma_path=chroma_path,
+            k=k,
+            show_progress=show_progress,
+        )
+
     def new_store(self, name: str) -> ChunkStore:
         """A new, empty collection in the run's Chroma, named ``name`` (``name-2``, ... if taken).
 

@@ -25,18 +25,17 @@ import tempfile
 import time
 import zlib
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
 
 from core.embed import as_embedder
-from core.evaluation.corpus import SHARED_COLLECTION, BenchContext, build_shared_corpus
+from core.evaluation.corpus import BenchContext
 from core.evaluation.embedding_cache import EmbeddingCache
 from core.evaluation.metrics import Question, load_dataset
 from core.evaluation.registry import resolve_strategies
-from core.store import ChunkStore
 from core.types import Document
 
 __all__ = ["FilteredRow", "format_filtered", "run_filtered_benchmark", "tag_tenants"]
@@ -130,23 +129,13 @@ def run_filtered_benchmark(
         }
         with tempfile.TemporaryDirectory(prefix="bridge-filtered-") as tmp:
             chroma = Path(tmp) / "chroma"
-            corpus = build_shared_corpus(
-                docs, emb, ChunkStore.persistent(chroma, SHARED_COLLECTION), show_progress=show_progress
-            )
-            ctx = BenchContext(
-                documents=docs,
-                embedder=emb,
-                corpus=corpus,
-                chroma_path=chroma,
-                k=k,
-                show_progress=show_progress,
-            )
+            ctx = BenchContext.create(docs, emb, chroma, k=k, show_progress=show_progress)
             vectors = {q.id: emb.embed_query(q.question) for q in questions}
             built: dict[str, Any] = {}
             for spec in specs:
                 key = spec.build_key or spec.name
                 if key not in built:
-                    built[key] = spec.build(replace(ctx, settings={}))
+                    built[key] = spec.build(ctx)
                 index = built[key]
                 by_vector = spec.query.by_vector
                 assert by_vector is not None
@@ -184,7 +173,7 @@ def run_filtered_benchmark(
                     row.ratio[name] = row.p50_ms[name] / row.p50_ms["none"]
                     row.recall[name] = statistics.fmean(recalls[name]) if recalls[name] else float("nan")
                 rows.append(row)
-            corpus.store.close()
+            ctx.corpus.store.close()
     return rows
 
 

@@ -45,10 +45,8 @@ from tqdm.auto import tqdm
 from core.embed import as_embedder
 from core.evaluation.corpus import (
     CHUNK_OVERLAP,
-    SHARED_COLLECTION,
     BenchContext,
     SharedCorpus,
-    build_shared_corpus,
 )
 from core.evaluation.embedding_cache import EmbeddingAccount, EmbeddingCache
 from core.evaluation.metrics import (
@@ -66,7 +64,6 @@ from core.evaluation.peak_memory import PeakMemory, measure_peak_rss
 from core.evaluation.registry import STRATEGIES, StrategySpec, resolve_strategies
 from core.evaluation.result import ComparisonResult
 from core.evaluation.suite import Inspect, Suite, Variant
-from core.store import ChunkStore
 from core.types import Retrieved
 
 __all__ = ["Build", "Measured", "Session", "run_suite", "suite_output"]
@@ -376,17 +373,8 @@ def run_suite(
     with tempfile.TemporaryDirectory(prefix=f"bridge-{suite.name}-") as tmp:
         chroma = Path(tmp) / "chroma"
         with measure_peak_rss() as shared_mem:
-            corpus = build_shared_corpus(
-                docs, emb, ChunkStore.persistent(chroma, SHARED_COLLECTION), show_progress=show_progress
-            )
-        ctx = BenchContext(
-            documents=docs,
-            embedder=emb,
-            corpus=corpus,
-            chroma_path=chroma,
-            k=suite.k,
-            show_progress=show_progress,
-        )
+            ctx = BenchContext.create(docs, emb, chroma, k=suite.k, show_progress=show_progress)
+        corpus = ctx.corpus
         session = Session(suite, ctx, questions, seed, say)
         try:
             session.measured = session.measure(variants)

@@ -382,6 +382,46 @@ def _bitmap_selector(mask: npt.NDArray[np.bool_]) -> tuple[Any, npt.NDArray[np.u
     return faiss.IDSelectorBitmap(mask.size, faiss.swig_ptr(bits)), bits
 
 
+def _bitmap_selectors(masks: dict[float, tuple[Any, IntArray]]) -> tuple[dict[int, Any], list[Any]]:
+    """One ``IDSelectorBitmap`` per mask, by ``id(mask)``; keep the list: it holds their bitmaps."""
+    made = [_bitmap_selector(mask) for mask, _ in masks.values()]
+    return {id(mask): sel for (mask, _), (sel, _) in zip(masks.values(), made, strict=True)}, made
+
+
+def _search_params(kind: Any, **settings: int) -> Callable[[Any], Any]:
+    """``selector -> kind(**settings, sel=selector)`` (no ``sel`` for None): faiss search parameters."""
+
+    def make(selector: Any) -> Any:
+        return kind(**settings) if selector is None else kind(**settings, sel=selector)
+
+    return make
+
+
+def _measure_faiss(
+    index: Any,
+    params: Callable[[Any], Any],
+    selectors: dict[int, Any],
+    engine: str,
+    settings: str,
+    build_s: float,
+    size: int,
+    queries: FloatMatrix,
+    truth: IntArray,
+    masks: dict[float, tuple[Any, IntArray]],
+    note: str,
+) -> EngineResult:
+    """:func:`_measure` of a faiss index; ``params(selector or None)`` gives its search parameters."""
+    plain = params(None)
+
+    def search(q: FloatMatrix) -> IntArray:
+        return np.asarray(index.search(q, K, params=plain)[1], dtype=np.int64)
+
+    def filtered(q: FloatMatrix, mask: npt.NDArray[np.bool_]) -> IntArray:
+        return np.asarray(index.search(q, K, params=params(selectors[id(mask)]))[1], dtype=np.int64)
+
+    return _measure(engine, settings, build_s, size, search, queries, truth, filtered, masks, note=note)
+
+
 def _bench_faiss_hnsw(
     x: FloatMatrix,
     queries: FloatMatrix,
@@ -400,34 +440,23 @@ def _bench_faiss_hnsw(
         index.add(x)
     build_s = time.perf_counter() - t0
     size = int(faiss.serialize_index(index).nbytes)
-    selectors = {sel: _bitmap_selector(mask) for sel, (mask, _) in masks.items()}  # bitmaps stay alive
-    by_mask = {id(mask): selectors[sel][0] for sel, (mask, _) in masks.items()}
-    out = []
-    for ef in ef_searches:
-        params = faiss.SearchParametersHNSW(efSearch=ef)
-
-        def search(q: FloatMatrix, params: Any = params) -> IntArray:
-            return np.asarray(index.search(q, K, params=params)[1], dtype=np.int64)
-
-        def filtered(q: FloatMatrix, mask: npt.NDArray[np.bool_], ef: int = ef) -> IntArray:
-            p = faiss.SearchParametersHNSW(efSearch=ef, sel=by_mask[id(mask)])
-            return np.asarray(index.search(q, K, params=p)[1], dtype=np.int64)
-
-        out.append(
-            _measure(
-                "faiss-HNSW",
-                f"M={m} efC={ef_construction} efSearch={ef}",
-                build_s,
-                size,
-                search,
-                queries,
-                truth,
-                filtered,
-                masks,
-                note="filtered: SearchParametersHNSW(sel=IDSelectorBitmap)",
-            )
+    selectors, _keep = _bitmap_selectors(masks)
+    return [
+        _measure_faiss(
+            index,
+            _search_params(faiss.SearchParametersHNSW, efSearch=ef),
+            selectors,
+            "faiss-HNSW",
+            f"M={m} efC={ef_construction} efSearch={ef}",
+            build_s,
+            size,
+            queries,
+            truth,
+            masks,
+            note="filtered: SearchParametersHNSW(sel=IDSelectorBitmap)",
         )
-    return out
+        for ef in ef_searches
+    ]
 
 
 def _bench_faiss_ivf(
@@ -449,34 +478,23 @@ def _bench_faiss_ivf(
         index.add(x)
     build_s = time.perf_counter() - t0
     size = int(faiss.serialize_index(index).nbytes)
-    keep = [_bitmap_selector(mask) for mask, _ in masks.values()]  # the bitmaps must stay alive
-    selectors = {id(mask): sel for (mask, _), (sel, _bits) in zip(masks.values(), keep, strict=True)}
-    out = []
-    for nprobe in nprobes:
-        params = faiss.SearchParametersIVF(nprobe=nprobe)
-
-        def search(q: FloatMatrix, params: Any = params) -> IntArray:
-            return np.asarray(index.search(q, K, params=params)[1], dtype=np.int64)
-
-        def filtered(q: FloatMatrix, mask: npt.NDArray[np.bool_], nprobe: int = nprobe) -> IntArray:
-            p = faiss.SearchParametersIVF(nprobe=nprobe, sel=selectors[id(mask)])
-            return np.asarray(index.search(q, K, params=p)[1], dtype=np.int64)
-
-        out.append(
-            _measure(
-                "faiss-IVF",
-                f"nlist={nlist} nprobe={nprobe}",
-                build_s,
-                size,
-                search,
-                queries,
-                truth,
-                filtered,
-                masks,
-                note="filtered: SearchParametersIVF(sel=IDSelectorBitmap)",
-            )
+    selectors, _keep = _bitmap_selectors(masks)
+    return [
+        _measure_faiss(
+            index,
+            _search_params(faiss.SearchParametersIVF, nprobe=nprobe),
+            selectors,
+            "faiss-IVF",
+            f"nlist={nlist} nprobe={nprobe}",
+            build_s,
+            size,
+            queries,
+            truth,
+            masks,
+            note="filtered: SearchParametersIVF(sel=IDSelectorBitmap)",
         )
-    return out
+        for nprobe in nprobes
+    ]
 
 
 def _bench_vector_index(
