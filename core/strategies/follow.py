@@ -192,8 +192,15 @@ class Follows:
     _follower: Follower | None = None
     _generation: str | None = None
 
-    def _follow(self, directory: Path, interval: float | None, reload: Callable[[Any], Any]) -> None:
-        """Starts following ``directory`` (called by ``load``; ``reload(self)`` loads it anew)."""
+    def _follow(
+        self, directory: Path, generation: str, interval: float | None, reload: Callable[[Any], Any]
+    ) -> None:
+        """Records that this object serves ``generation`` of ``directory`` and starts following it.
+
+        Called by ``load``; ``reload(self)`` loads the directory anew.
+        """
+        self.persist_path = directory
+        self._generation = generation
         self._follower = Follower(self, directory, check_refresh_interval(interval), reload)
 
     @property

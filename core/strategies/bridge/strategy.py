@@ -746,10 +746,9 @@ class BridgeRAG(Follows):
             store = store_from_meta(root, index_dir, meta, "bridge_rag")
         rag = cls(store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=False)
         rag._restore(files)
-        rag.persist_path = index_dir
-        rag._generation = generation
         rag._follow(
             index_dir,
+            generation,
             refresh_interval,
             lambda rag: cls.load(
                 index_dir,

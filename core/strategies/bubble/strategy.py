@@ -1162,10 +1162,9 @@ class BubbleRAG(Follows):
             triple_extractor=triple_extractor,
         )
         rag._restore(files)
-        rag.persist_path = index_dir
-        rag._generation = generation
         rag._follow(
             index_dir,
+            generation,
             refresh_interval,
             lambda rag: cls.load(
                 index_dir,

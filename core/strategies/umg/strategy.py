@@ -871,10 +871,9 @@ class UMGRAG(Follows):
             splade=_as_splade(splade if has_splade else None),
         )
         rag._restore(files)
-        rag.persist_path = index_dir
-        rag._generation = generation
         rag._follow(
             index_dir,
+            generation,
             refresh_interval,
             lambda rag: cls.load(
                 index_dir, store=rag.store, embedder=rag.embedder, splade=rag.splade, refresh_interval=None
