@@ -3,9 +3,10 @@
 The public API: the strategies (:class:`BridgeRAG`, :class:`UMGRAG`, :class:`BubbleRAG`), the
 data types (:class:`Document`, :class:`Retrieved`), the Chroma store (:class:`ChunkStore`), the
 embedders, and the native structures of ``core._native`` (``CuckooFilter``, ``AbstractForest``,
-``Graph``, ``ClusterIndex``, ``top_k_cosine`` and the fusion kernels). The strategies, the
-store and the embedders are imported on first use, so ``import core`` stays light (no
-Chroma, torch or spaCy until they are needed). This package never imports LangChain or
+``Graph``, ``top_k_cosine`` and the fusion kernels) and the vector index
+(:class:`VectorIndex`, faiss HNSW). The strategies, the store, the embedders and the vector
+index are imported on first use, so ``import core`` stays light (no Chroma, torch, spaCy or
+faiss until they are needed). This package never imports LangChain or
 LlamaIndex outside :mod:`core.evaluation`.
 """
 
@@ -17,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from core.native import (
     AbstractForest,
-    ClusterIndex,
     CuckooFilter,
     Graph,
     fuse_weighted,
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from core.strategies.bridge import BridgeConfig, BridgeRAG
     from core.strategies.bubble import BubbleConfig, BubbleRAG
     from core.strategies.umg import UMGRAG, UMGConfig
+    from core.vector_index import VectorIndex
 
 try:
     __version__ = version("bridge-rag")
@@ -62,6 +63,7 @@ _LAZY = {
     "Strategy": "core.strategies",
     "UMGConfig": "core.strategies.umg",
     "UMGRAG": "core.strategies.umg",
+    "VectorIndex": "core.vector_index",
     "as_embedder": "core.embed",
 }
 
@@ -74,7 +76,6 @@ __all__ = [
     "BubbleRAG",
     "CallableEmbedder",
     "ChunkStore",
-    "ClusterIndex",
     "CuckooFilter",
     "Document",
     "Embedder",
@@ -85,6 +86,7 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "Strategy",
     "UMGConfig",
+    "VectorIndex",
     "__version__",
     "as_embedder",
     "fuse_weighted",

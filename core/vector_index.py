@@ -83,6 +83,7 @@ BoolArray = npt.NDArray[np.bool_]
 DEFAULT_EXACT_BELOW = 4096
 DEFAULT_FILTER_EXACT_BELOW = 8192
 FILTER_EXACT_FRACTION = 0.05
+DENSE_MASK_FRACTION = 0.9
 FORMAT_VERSION = 1
 ENGINE = "faiss.IndexHNSWFlat"
 FORMAT = "bridge-rag.vector_index"
@@ -101,7 +102,9 @@ class HnswSettings:
         m: Neighbours per node on the upper levels (``2 * m`` on level 0).
         ef_construction: Candidate list size while inserting.
         ef_search: Candidate list size while searching (at least ``k`` is used).
-        filtered_ef_search: Candidate list size of a filtered search (at least ``k``).
+        filtered_ef_search: Candidate list size of a filtered search (at least ``k``) that
+            allows under 90 % of the indexed rows; a mask allowing more (deleted chunks, dead
+            edges) searches with ``ef_search``.
     """
 
     m: int = 32
@@ -292,6 +295,18 @@ class VectorIndex:
             engine.hnsw.rng = faiss.RandomGenerator(_level_seed(self._seed, int(engine.ntotal)))
             engine.add(block)
 
+    def copy(self) -> VectorIndex:
+        """An independent copy (the graph is cloned): grow the copy while the original serves."""
+        engine = faiss.clone_index(self._engine) if self._engine is not None else None
+        return VectorIndex(
+            self._rows.copy(),
+            self._dim,
+            exact_below=self._exact_below,
+            seed=self._seed,
+            settings=self._settings,
+            engine=engine,
+        )
+
     # ---------------------------------------------------------------- search
 
     def search(
@@ -350,6 +365,8 @@ class VectorIndex:
             n_allowed = int(np.count_nonzero(pos_mask))
             if n_allowed == 0:
                 return ids, scores
+            if n_allowed == self._rows.size:  # every indexed row passes: no filter to apply
+                pos_mask = None
         use_exact = self._engine is None or k * 4 >= n_allowed
         if pos_mask is not None and not use_exact:
             use_exact = n_allowed < max(filter_exact_below, FILTER_EXACT_FRACTION * self._rows.size)
@@ -376,7 +393,9 @@ class VectorIndex:
         scores: FloatMatrix,
     ) -> None:
         s = self._settings
-        ef = ef_search or (s.ef_search if pos_mask is None else s.filtered_ef_search)
+        # a mask that drops few rows (deleted chunks, dead edges) needs no larger candidate list
+        dense_mask = pos_mask is None or n_allowed >= DENSE_MASK_FRACTION * self._rows.size
+        ef = ef_search or (s.ef_search if dense_mask else s.filtered_ef_search)
         bits = sel = None  # both must outlive the search: faiss reads them through pointers
         if pos_mask is not None:
             bits = np.packbits(pos_mask, bitorder="little")

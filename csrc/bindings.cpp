@@ -15,7 +15,6 @@
 #include <utility>
 #include <vector>
 
-#include "bridge/clusters.hpp"
 #include "bridge/common.hpp"
 #include "bridge/cuckoo_filter.hpp"
 #include "bridge/forest.hpp"
@@ -27,7 +26,6 @@
 namespace py = pybind11;
 using namespace pybind11::literals;
 using bridge::AbstractForest;
-using bridge::ClusterIndex;
 using bridge::CuckooFilter;
 using bridge::Graph;
 
@@ -499,56 +497,6 @@ void bind_scoring(py::module_& m) {
           "Top-k cosine of `query` against `matrix[candidate_ids]` (rows L2-normalised). Returns (ids, scores).");
 }
 
-// ====================================================================== ClusterIndex
-
-std::unique_ptr<ClusterIndex> make_cluster_index(const py::handle& centroids, const py::handle& offsets,
-                                                 const py::handle& rows) {
-    auto c = float_rows(centroids, "centroids");
-    auto off = int_array(offsets, "offsets");
-    auto r = int_array(rows, "rows");
-    const auto lists = static_cast<std::size_t>(c.shape(0));
-    const auto dim = static_cast<std::size_t>(c.shape(1));
-    const float* cp = c.data();
-    const std::int64_t* op = off.data();
-    const std::int64_t* rp = r.data();
-    const auto n_off = static_cast<std::size_t>(off.size());
-    const auto n_rows = static_cast<std::size_t>(r.size());
-    if (n_off == 0) throw py::value_error("offsets must not be empty");
-    py::gil_scoped_release nogil;
-    return std::make_unique<ClusterIndex>(cp, lists, dim, op, n_off, rp, n_rows);
-}
-
-auto cluster_search(const ClusterIndex& index, const py::handle& queries, const py::handle& matrix, long long k,
-                    long long probe_rows) {
-    const FloatMatrix mat = float_matrix(matrix, "; it is read in place");
-    const std::size_t kk = non_negative(k, "k");
-    const std::size_t probe = non_negative(probe_rows, "probe_rows");
-    auto q = float_rows(queries, "queries", index.dim());
-    const auto nq = static_cast<std::size_t>(q.shape(0));
-    py::array_t<std::int64_t> ids({static_cast<py::ssize_t>(nq), static_cast<py::ssize_t>(kk)});
-    py::array_t<float> scores({static_cast<py::ssize_t>(nq), static_cast<py::ssize_t>(kk)});
-    const float* qp = q.data();
-    std::int64_t* ip = ids.mutable_data();
-    float* sp = scores.mutable_data();
-    {
-        py::gil_scoped_release nogil;
-        index.search(qp, nq, mat.data, mat.rows, mat.dim, kk, probe, ip, sp);
-    }
-    return py::make_tuple(ids, scores);
-}
-
-void bind_clusters(py::module_& m) {
-    py::class_<ClusterIndex>(m, "ClusterIndex")
-        .def(py::init(&make_cluster_index), py::arg("centroids"), py::arg("offsets"), py::arg("rows"))
-        .def_property_readonly("dim", &ClusterIndex::dim)
-        .def_property_readonly("num_lists", &ClusterIndex::num_lists)
-        .def("__len__", &ClusterIndex::size)
-        .def("memory_bytes", &ClusterIndex::memory_bytes)
-        .def("search", &cluster_search, py::arg("queries"), py::arg("matrix"), py::arg("k"), py::arg("probe_rows"),
-             "Top-k rows of `matrix` per query row (cosine), scanning the best lists until `probe_rows` "
-             "rows were scored. Returns (ids, scores), each queries x k; id -1 pads.");
-}
-
 // ====================================================================== fusion (UMG-RAG)
 
 /// Validated CSR list offsets: at least one entry ([0] for no lists).
@@ -789,7 +737,6 @@ PYBIND11_MODULE(_native, m) {
     bind_cuckoo(m);
     bind_forest(m);
     bind_scoring(m);
-    bind_clusters(m);
     bind_fusion(m);
     bind_intervals(m);
     bind_graph(m);

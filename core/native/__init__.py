@@ -1,12 +1,11 @@
 """Thin typed wrappers of the C++ structures in ``core._native``.
 
 ``CuckooFilter`` (entity -> ids), ``AbstractForest`` (abstract tree over chunk ranges),
-``Graph`` (CSR knowledge graph with localisation and bubble expansion), ``ClusterIndex``
-(inverted-file vector search), the fusion kernels and ``top_k_cosine``. They add
-Python conveniences (persistence to files, typed results) and no retrieval policy.
+``Graph`` (CSR knowledge graph with localisation and bubble expansion), the fusion kernels
+and ``top_k_cosine``. They add Python conveniences (persistence to files, typed results)
+and no retrieval policy.
 """
 
-from core.native.cluster_index import ClusterIndex
 from core.native.cuckoo import CuckooFilter
 from core.native.forest import AbstractForest
 from core.native.fusion import fuse_weighted, merge_intervals, rrf_fuse
@@ -15,7 +14,6 @@ from core.native.scoring import top_k_cosine
 
 __all__ = [
     "AbstractForest",
-    "ClusterIndex",
     "CuckooFilter",
     "Graph",
     "fuse_weighted",

@@ -20,7 +20,6 @@ import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from core.embed import Embedder
-from core.native.scoring import top_k_products
 from core.persist import load_index_generation
 from core.store import ChunkStore, StoredChunks
 from core.types import BuildReport, Document
@@ -35,6 +34,7 @@ __all__ = [
     "doc_id_of",
     "documents_from_chunks",
     "embed_in_batches",
+    "fit_mask",
     "jsonable",
     "mask_at",
     "normalise_rows",
@@ -42,7 +42,6 @@ __all__ = [
     "public_metadata",
     "read_from_store",
     "row_cosines",
-    "search_within",
     "store_from_meta",
     "timed",
 ]
@@ -223,70 +222,13 @@ def mask_at(mask: npt.NDArray[np.bool_], ids: npt.ArrayLike) -> npt.NDArray[np.b
     return out
 
 
-#: Below this many allowed rows a filtered search scans them exactly (one BLAS product).
-EXACT_WITHIN = 20_000
-
-
-def exact_top(
-    queries: npt.NDArray[np.float32], matrix: npt.NDArray[np.float32], rows: npt.NDArray[np.int64], k: int
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-    """Exact top ``k`` of ``rows`` per query by inner product, best first, ties by lower row.
-
-    Returns:
-        ``(ids, sims)`` of shape (queries, k), padded with -1 and -inf.
-    """
-    q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
-    return top_k_products(q, matrix[rows], rows, k)
-
-
-def search_within(
-    index: Any,
-    queries: npt.NDArray[np.float32],
-    matrix: npt.NDArray[np.float32],
-    k: int,
-    probe_rows: int,
-    allowed: npt.NDArray[np.bool_],
-    *,
-    exact_below: int = EXACT_WITHIN,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-    """Top ``k`` rows of a vector index per query, among the rows ``allowed`` marks.
-
-    When the allowed indexed rows are few (up to ``exact_below``) they are scanned
-    exactly; otherwise the index is asked for proportionally more hits, which are filtered,
-    and a query left with fewer than ``k`` falls back to the exact scan.
-
-    Args:
-        index: A vector index over ``matrix`` with ``rows`` and ``search(queries, matrix, k, probe)``.
-        queries: Unit query vectors (queries x dim).
-        matrix: The indexed matrix.
-        k: Hits per query.
-        probe_rows: The index's search effort.
-        allowed: One bool per row id of ``matrix``'s id space (longer or shorter is fine:
-            ids beyond it are not allowed).
-        exact_below: Up to this many allowed rows, the exact scan.
-
-    Returns:
-        ``(ids, sims)`` of shape (queries, k), padded with -1 and -inf.
-    """
-    listed = np.asarray(index.rows, dtype=np.int64)
-    rows = np.sort(listed[mask_at(allowed, listed)])
-    q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
-    if rows.size <= exact_below:
-        return exact_top(q, matrix, rows, k)
-    want = min(int(listed.size), k * max(1, -(-int(listed.size) // max(int(rows.size), 1))))
-    got_ids, got_sims = index.search(q, matrix, want, probe_rows)
-    ids = np.full((q.shape[0], k), -1, dtype=np.int64)
-    sims = np.full((q.shape[0], k), -np.inf, dtype=np.float32)
-    for i in range(q.shape[0]):
-        keep = mask_at(allowed, got_ids[i])
-        hit_ids, hit_sims = got_ids[i][keep][:k], got_sims[i][keep][:k]
-        if hit_ids.size < min(k, rows.size):  # too few inside the filter: scan them
-            exact_ids, exact_sims = exact_top(q[i], matrix, rows, k)
-            ids[i], sims[i] = exact_ids[0], exact_sims[0]
-            continue
-        ids[i, : hit_ids.size] = hit_ids
-        sims[i, : hit_sims.size] = hit_sims
-    return ids, sims
+def fit_mask(mask: npt.NDArray[np.bool_], n: int) -> npt.NDArray[np.bool_]:
+    """``mask`` cut or padded (with False) to ``n`` entries: rows added since it was taken are out."""
+    if mask.shape[0] == n:
+        return mask
+    if mask.shape[0] > n:
+        return mask[:n]
+    return np.concatenate([mask, np.zeros(n - mask.shape[0], dtype=bool)])
 
 
 def normalise_rows(m: npt.ArrayLike) -> npt.NDArray[np.float32]:

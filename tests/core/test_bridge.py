@@ -8,6 +8,7 @@ Quality and behaviour tests use the real all-MiniLM-L6-v2 model and spaCy (sessi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -20,13 +21,13 @@ import pytest
 
 from core.entities import EntityExtractor
 from core.evaluation import normalize_answer
-from core.native.cluster_index import ClusterIndex
 from core.persist import CorruptIndexError
 from core.store import ChunkStore
 from core.strategies.base import Strategy
 from core.strategies.bridge import BridgeConfig, BridgeRAG
 from core.text import chunk_document, normalize_entity
 from core.types import Document, Retrieved
+from core.vector_index import HnswSettings, VectorIndex
 from tests.core.conftest import CachingEmbedder, CountingEmbedder, hash_embedder
 
 PROVENANCE_KEYS = {
@@ -591,33 +592,78 @@ def test_no_entity_match_falls_back_to_dense(demo_rag: BridgeRAG, query: str) ->
         assert set(m) >= PROVENANCE_KEYS
 
 
-def test_dense_hits_from_the_cluster_index_match_the_exact_scan(
+def test_dense_hits_from_the_vector_index_match_the_exact_scan(
     demo_rag: BridgeRAG, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     queries = ["quantum chromodynamics on a lattice", "Who founded the Marrowick Courier newspaper?"]
     exact = {q: demo_rag.retrieve(q, k=6) for q in queries}
     monkeypatch.setattr(demo_rag, "config", dataclasses.replace(demo_rag.config, exact_search_max_rows=0))
-    # several lists; the default probe (4,096 rows) still covers this small corpus, so it is exact
-    clustered = ClusterIndex.build(
-        demo_rag._table.matrix, np.flatnonzero(demo_rag._table.alive), exact_below=2
-    )
-    assert clustered.num_lists > 1
-    monkeypatch.setattr(demo_rag, "_dense_cache", (demo_rag._table.matrix, demo_rag._table.alive, clustered))
+    # an HNSW graph (not the exact mode) whose candidate list covers this small corpus
+    index = VectorIndex.build(demo_rag._table.matrix, exact_below=2, settings=HnswSettings(ef_search=2048))
+    assert index.uses_engine
+    monkeypatch.setattr(demo_rag, "_vectors", index)
     for q in queries:
         via_index = demo_rag.retrieve(q, k=6)
         assert [r.id for r in via_index] == [r.id for r in exact[q]]
         assert [r.score for r in via_index] == pytest.approx([r.score for r in exact[q]], abs=1e-5)
-    assert demo_rag._dense_cache[2] is clustered  # same matrix and live rows: reused
-    # a filter over more rows than the exact limit goes through the index, never outside it
+    assert demo_rag._vectors is index  # the same matrix: reused
+    # a filter goes through the index as its predicate, never outside it
     some = sorted(set(demo_rag._table.doc_ids))[::3]
     where = {"doc_id": {"$in": some}}
     for q in queries:
         filtered = demo_rag.retrieve(q, k=6, filter=where)
         assert filtered
         assert {r.metadata["doc_id"] for r in filtered} <= set(some)
-    monkeypatch.setattr(demo_rag._table, "alive", demo_rag._table.alive.copy())  # what a deletion does
-    demo_rag.retrieve(queries[0], k=6)
-    assert demo_rag._dense_cache[2] is not clustered
+    # a deletion only changes the live rows: the index stays, the dead rows never come back
+    alive = demo_rag._table.alive.copy()
+    gone = demo_rag._table.rows_of([exact[queries[0]][0].metadata["doc_id"]])
+    alive[gone] = False
+    monkeypatch.setattr(demo_rag._table, "alive", alive)
+    after = demo_rag.retrieve(queries[0], k=6)
+    assert after
+    assert exact[queries[0]][0].metadata["doc_id"] not in {r.metadata["doc_id"] for r in after}
+    assert demo_rag._vectors is index
+
+
+def test_large_corpus_dense_index_grows_and_is_saved(
+    make_rag: Callable[..., BridgeRAG],
+    small_docs: list[Document],
+    embedder: CachingEmbedder,
+    extractor: EntityExtractor,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import core.strategies.bridge.strategy as bridge_module
+
+    graph_build = functools.partial(VectorIndex.build, exact_below=2, settings=HnswSettings(ef_search=2048))
+    monkeypatch.setattr(bridge_module.VectorIndex, "build", graph_build)
+    config = BridgeConfig(exact_search_max_rows=0)
+    rag = make_rag(small_docs, config=config, persist_directory=tmp_path / "idx")
+    index = rag._vectors
+    assert index is not None
+    assert index.uses_engine
+    assert len(index) == rag._table.matrix.shape[0]
+    q = "Who founded the Marrowick Observatory?"
+    before = [r.id for r in rag.retrieve(q, k=4)]
+    rag.add_documents(NEW_DOCS[:1])
+    grown = rag._vectors
+    assert grown is not None
+    assert len(grown) == rag._table.matrix.shape[0] > len(index)  # the old one was copied, not grown
+    new_rows = rag._table.rows_of([NEW_DOCS[0].id])
+    ids, _ = grown.search(rag._table.matrix[new_rows[:1]], rag._table.matrix, 1)
+    assert ids[0, 0] == new_rows[0]
+    rag.close()
+    # the graph is saved with the index and adopted on load (no rebuild)
+    monkeypatch.setattr(bridge_module.VectorIndex, "build", _no_build)
+    loaded = BridgeRAG.load(tmp_path / "idx", embedder=embedder, entity_extractor=extractor)
+    assert loaded._vectors is not None
+    assert np.array_equal(loaded._vectors.rows, grown.rows)
+    assert [r.id for r in loaded.retrieve(q, k=4)][:2] == before[:2]
+    loaded.close()
+
+
+def _no_build(*args: Any, **kwargs: Any) -> VectorIndex:
+    raise AssertionError("the saved vector index should have been loaded, not rebuilt")
 
 
 def test_include_abstracts_appends_summaries(demo_rag: BridgeRAG) -> None:

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from core.llm import CallableLLM
-from core.persist import array_to_bytes
 from core.store import ChunkStore
 from core.strategies.baselines import DenseRetriever
 from core.strategies.bubble import BubbleConfig, BubbleRAG
@@ -20,6 +19,7 @@ from core.strategies.bubble.concepts import TermStatistics, llm_concepts, spacy_
 from core.strategies.bubble.kg import KnowledgeGraph
 from core.strategies.bubble.triples import LLMTripleExtractor, SpacyTripleExtractor, Triple
 from core.types import Document
+from core.vector_index import VectorIndex
 from tests.core.conftest import CachingEmbedder, hash_embedder, unique_name
 
 NEW_DOCS = [
@@ -345,40 +345,51 @@ def test_save_load_round_trip_and_corruption(
         BubbleRAG.load(tmp_path / "idx", embedder=embedder)
 
 
-def test_clustered_anchor_search_agrees_with_exact_and_follows_updates(
+def test_graph_anchor_search_agrees_with_exact_and_follows_updates(
     make_bubble: Callable[..., BubbleRAG],
     small_docs: list[Document],
     embedder: CachingEmbedder,
     tmp_path: Path,
 ) -> None:
     exact = make_bubble(small_docs)
-    clustered = make_bubble(
+    graphed = make_bubble(
         small_docs,
-        config=BubbleConfig(anchor_exact_below=2, anchor_probe_rows=1_000_000),
+        config=BubbleConfig(anchor_exact_below=2, anchor_ef_search=2048),  # the list covers the graph
         persist_directory=tmp_path / "idx",
     )
-    nodes, edges = clustered.kg.anchor_indexes(2)
-    assert nodes.num_lists > 1
-    assert edges.num_lists > 1
-    assert exact.kg.anchor_indexes()[0].num_lists == 1
-    q = "Who founded the Marrowick Observatory?"
-    assert [r.id for r in clustered.retrieve(q, k=4)] == [r.id for r in exact.retrieve(q, k=4)]
-    # the saved layout is reused on load, and new nodes become anchors after an update
-    clustered.close()
+    nodes, edges = graphed.kg.anchor_indexes(2)
+    assert nodes.uses_engine
+    assert edges.uses_engine
+    assert not exact.kg.anchor_indexes()[0].uses_engine
+    for q in ["Who founded the Marrowick Observatory?", "Which institute did Tomas Brel direct?"]:
+        assert [r.id for r in graphed.retrieve(q, k=4)] == [r.id for r in exact.retrieve(q, k=4)]
+    # the saved graphs are adopted on load, and new nodes become anchors after an update
+    graphed.close()
     loaded = BubbleRAG.load(tmp_path / "idx", embedder=embedder)
     assert np.array_equal(loaded.kg.anchor_indexes(2)[0].rows, nodes.rows)
+    assert loaded.kg.anchor_indexes(2)[0].uses_engine
     loaded.add_documents(NEW_DOCS[:1])
-    grown, _ = loaded.kg.anchor_indexes(2)
+    grown, grown_edges = loaded.kg.anchor_indexes(2)
     assert len(grown) == loaded.kg.num_nodes > len(nodes)
+    assert len(grown_edges) >= len(edges)
     beatrix = loaded.kg.node_id("Beatrix Olunde")
-    ids, _ = grown.search(loaded.kg.node_matrix[[beatrix]], loaded.kg.node_matrix, 1, 1_000_000)
+    ids, _ = grown.search(loaded.kg.node_matrix[[beatrix]], loaded.kg.node_matrix, 1)
     assert ids[0, 0] == beatrix
-    # saved lists that do not cover the graph's rows are refused
-    files = clustered.kg.to_files()
-    files["kg.anchor_nodes.rows.npy"] = array_to_bytes(nodes.rows[:-1])
-    files["kg.anchor_nodes.offsets.npy"] = array_to_bytes(np.minimum(nodes.offsets, len(nodes) - 1))
+    # a deleted document's relation edges stay indexed but never anchor
+    dead_before = int((~loaded.kg.live_edges).sum())
+    loaded.delete_documents([NEW_DOCS[0].id])
+    assert int((~loaded.kg.live_edges).sum()) > dead_before
+    assert loaded.kg.anchor_indexes(2)[1] is grown_edges  # no rebuild for a deletion
+    hits = loaded.retrieve("Who founded the Harwick Glassworks?", k=4)
+    assert hits
+    assert NEW_DOCS[0].id not in {r.metadata["doc_id"] for r in hits}
+    loaded.close()
+    # saved indexes that do not cover the graph's rows are refused
+    files = graphed.kg.to_files()
+    short = VectorIndex.build(graphed.kg.node_matrix, np.arange(len(nodes) - 1), exact_below=2)
+    files.update(short.to_files("kg.anchor_nodes."))
     with pytest.raises(ValueError, match="anchor"):
-        KnowledgeGraph.from_files(files, clustered.kg.dimension)
+        KnowledgeGraph.from_files(files, graphed.kg.dimension)
 
 
 def _flip_byte(path: Path) -> None:

@@ -185,6 +185,43 @@ def test_add_indexes_new_rows_and_crosses_into_the_engine() -> None:
         VectorIndex.build(x, np.arange(10)).add(x, np.asarray([11, 11]))
 
 
+def test_a_copy_grows_without_changing_the_original() -> None:
+    x = _clustered(1500, seed=6, dim=16, centers=20)
+    index = VectorIndex.build(x, np.arange(1000), exact_below=100, settings=HnswSettings(m=8))
+    before = index.search(x[:50], x, 5)
+    files = index.to_files()
+    grown = index.copy()
+    grown.add(x, np.arange(1000, 1500))
+    assert len(index) == 1000
+    assert len(grown) == 1500
+    assert index.to_files() == files  # the original graph is untouched
+    after = index.search(x[:50], x, 5)
+    assert np.array_equal(before[0], after[0])
+    ids, _ = grown.search(x[1400:1401], x, 1)
+    assert ids.tolist() == [[1400]]
+    # growing a copy gives the graph that growing the original in place gives
+    index.add(x, np.arange(1000, 1500))
+    assert index.to_files() == grown.to_files()
+
+
+def test_a_mask_that_allows_nearly_every_row_keeps_the_unfiltered_effort(
+    big: tuple[FloatMatrix, VectorIndex],
+) -> None:
+    x, index = big
+    q = x[:100]
+    plain = index.search(q, x, 10)
+    every = index.search(q, x, 10, allowed=np.ones(x.shape[0], bool))
+    assert np.array_equal(plain[0], every[0])  # an all-true mask is no filter
+    live = np.ones(x.shape[0], bool)
+    live[::20] = False  # 5 % deleted
+    ids, _ = index.search(q, x, 10, allowed=live)
+    assert live[ids[ids >= 0]].all()
+    exact = np.argsort(-(q @ x[live].T), axis=1)[:, :10]
+    truth = np.flatnonzero(live)[exact]
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids.tolist(), truth.tolist(), strict=True)])
+    assert recall >= 0.95
+
+
 # ---------------------------------------------------------------------- allowed masks
 
 

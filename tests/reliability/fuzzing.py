@@ -330,40 +330,59 @@ def _graph_check(g: Any) -> None:
     type(g).from_bytes(g.to_bytes())
 
 
-# ---- BubbleRAG's anchor search (core.native.cluster_index.ClusterIndex)
+# ---- the vector index (core.vector_index.VectorIndex: Bridge-RAG's dense pool, BubbleRAG's anchors)
 
-_CLUSTER_DIM, _CLUSTER_ROWS = 8, 300
+_VECTOR_DIM, _VECTOR_ROWS = 8, 300
 
 
-def _cluster_matrix() -> npt.NDArray[np.float32]:
+def _vector_matrix() -> npt.NDArray[np.float32]:
     rng = np.random.default_rng(4)
-    m = rng.normal(size=(_CLUSTER_ROWS, _CLUSTER_DIM)).astype(np.float32)
+    m = rng.normal(size=(_VECTOR_ROWS, _VECTOR_DIM)).astype(np.float32)
     return np.ascontiguousarray(m / np.linalg.norm(m, axis=1, keepdims=True))
 
 
-def _cluster_samples() -> list[Sample]:
-    from core.native.cluster_index import ClusterIndex
+def _vector_samples() -> list[Sample]:
+    from core.vector_index import HnswSettings, VectorIndex
 
-    m = _cluster_matrix()
+    m = _vector_matrix()
+    small = HnswSettings(m=4, ef_construction=16)
     return [
-        ClusterIndex.build(m, np.arange(0, _CLUSTER_ROWS, 2), exact_below=1000).to_files("c."),
-        ClusterIndex.build(m, exact_below=10).to_files("c."),
-        ClusterIndex.build(m, np.arange(40), exact_below=10).to_files("c."),
+        VectorIndex.build(m, np.arange(0, _VECTOR_ROWS, 2), exact_below=1000).to_files("v."),
+        VectorIndex.build(m, exact_below=10, settings=small).to_files("v."),
+        VectorIndex.build(m, np.arange(40), exact_below=10, settings=small).to_files("v."),
     ]
 
 
-def _cluster_load(files: Sample) -> Any:
-    from core.native.cluster_index import ClusterIndex
+def _vector_load(files: Sample) -> Any:
+    import hashlib
+
+    from core.vector_index import ENGINE_FILE, HEADER_FILE, VectorIndex
 
     assert isinstance(files, dict)
-    return ClusterIndex.from_files(files, "c.", _CLUSTER_DIM, _CLUSTER_ROWS)
+    blob = files.get(f"v.{ENGINE_FILE}")
+    if blob is not None and len(blob) % 2 == 0:  # about half: a valid digest, so the walk is what checks
+        try:
+            header = json.loads(files[f"v.{HEADER_FILE}"])
+        except (KeyError, ValueError):
+            header = None
+        if isinstance(header, dict):
+            header.update(engine_bytes=len(blob), engine_sha256=hashlib.sha256(blob).hexdigest())
+            files = {**files, f"v.{HEADER_FILE}": json.dumps(header).encode()}
+    return VectorIndex.from_files(files, _vector_matrix(), "v.")
 
 
-def _cluster_check(index: Any) -> None:
-    m = _cluster_matrix()
-    ids, scores = index.search(m[:3], m, 4, 50)
-    assert ids.shape == scores.shape == (3, 4)
-    assert all(-1 <= int(i) < _CLUSTER_ROWS for i in ids.ravel())
+def _vector_check(index: Any) -> None:
+    from core.vector_index import VectorIndex
+
+    m = _vector_matrix()
+    allowed = np.zeros(_VECTOR_ROWS, dtype=bool)
+    allowed[::3] = True
+    for mask in (None, allowed):
+        ids, scores = index.search(m[:3], m, 4, allowed=mask)
+        assert ids.shape == scores.shape == (3, 4)
+        assert all(-1 <= int(i) < _VECTOR_ROWS for i in ids.ravel())
+        assert mask is None or all(mask[i] for i in ids.ravel() if i >= 0)
+    VectorIndex.from_files(index.to_files("v."), m, "v.")
 
 
 # ---- sparse indexes
@@ -532,7 +551,13 @@ LOADERS: dict[str, Loader] = {
         Loader("filter", _filter_samples, _filter_load, _filter_check, _resigner(FILTER_CHECKSUM_SEED)),
         Loader("forest", _forest_samples, _forest_load, _forest_check, _resigner(FOREST_CHECKSUM_SEED)),
         Loader("graph", _graph_samples, _graph_load, _graph_check, _resigner(GRAPH_CHECKSUM_SEED)),
-        Loader("cluster_index", _cluster_samples, _cluster_load, _cluster_check),
+        Loader(
+            "vector_index",
+            _vector_samples,
+            _vector_load,
+            _vector_check,
+            json_files=frozenset({"v.vector_index.json"}),
+        ),
         Loader(
             "bm25",
             _bm25_samples,

@@ -40,7 +40,6 @@ from core.embed import Embedder, as_embedder, window_chars
 from core.entities import EntityExtractor, default_entity_extractor
 from core.filters import MetadataFilter, parse_filter
 from core.llm import as_llm
-from core.native.cluster_index import DEFAULT_PROBE_ROWS, ClusterIndex
 from core.native.cuckoo import CuckooFilter
 from core.native.forest import AbstractForest
 from core.native.scoring import top_k_cosine
@@ -72,7 +71,6 @@ from core.strategies.common import (
     normalise_rows,
     open_index,
     row_cosines,
-    search_within,
     store_from_meta,
     timed,
 )
@@ -88,6 +86,7 @@ from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows, follows_wr
 from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
 from core.text import query_ngrams, title_entities
 from core.types import BuildReport, Document, Retrieved
+from core.vector_index import HEADER_FILE, VectorIndex
 from core.writer_lock import WriterLock
 
 __all__ = ["BridgeConfig", "BridgeRAG"]
@@ -144,9 +143,9 @@ class BridgeConfig(StrategyConfig, HopConfig):
         title_entities: Treat a chunk's ``metadata["title"]`` as an entity of its abstract.
         longest_match: Drop a matched query n-gram that lies inside a longer matched one.
         exact_search_max_rows: Up to this many chunks, dense hits (the pool and the fallback)
-            come from an exact C++ scan of the in-memory matrix; above it, from a cluster
-            index over the same matrix (:mod:`core.native.cluster_index`: about 2,048 vectors scanned
-            per query, so the cost grows with the square root of the corpus).
+            come from an exact C++ scan of the in-memory matrix; above it, from a faiss HNSW
+            graph over the same matrix (:class:`core.vector_index.VectorIndex`, searched with the
+            live rows, or a filter's, as a predicate; saved with the index).
         dense_pool: Dense hits from Chroma added to the candidates; None = 2 x k, 0 = none.
         link_hops, hop_seeds, link_bonus, hop_bonus, mention_bonus, link_max_df, mention_max_df,
             link_max_ngram: The entity-hop walk
@@ -266,7 +265,7 @@ class BridgeRAG(Follows):
         self._forest = AbstractForest()
         dim = embedder.dimension
         self._table = ChunkTable(dim)
-        self._dense_cache: tuple[FloatMatrix, npt.NDArray[np.bool_], ClusterIndex] | None = None
+        self._vectors: VectorIndex | None = None  # over every chunk row, live or not
         self._row_abstract = np.zeros(0, dtype=np.int64)
         self._abs_level: list[int] = []
         self._abs_summary: list[str] = []
@@ -688,6 +687,9 @@ class BridgeRAG(Follows):
                     }
                 ),
             }
+            vectors = self._vectors
+            if vectors is not None and len(vectors) == self._table.matrix.shape[0]:
+                files.update(vectors.to_files(_DENSE_PREFIX))  # minutes of HNSW inserts on a large corpus
             meta = {
                 "config": self.config.to_dict(),
                 "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
@@ -846,7 +848,7 @@ class BridgeRAG(Follows):
                     self._build_levels(list(range(first_abs, first_abs + len(spans))), weights, writer)
             if len(self._table.alive) > self.config.exact_search_max_rows:
                 with timed(self.report, "dense index"):
-                    self._dense_index(self._table.matrix, self._table.alive)
+                    self._dense_index(self._table.matrix)
             self.report.counts.update(
                 {
                     "documents": len(self._table.doc_rows),
@@ -1094,42 +1096,37 @@ class BridgeRAG(Follows):
     ) -> list[tuple[int, float]]:
         """Nearest live rows (of ``allowed``, a filter's live rows, when given), with their cosine.
 
-        Up to ``exact_search_max_rows`` rows, or ``allowed`` rows, this is an exact C++ scan
-        of the in-memory matrix; above it, a cluster index over the same matrix answers (no
-        Chroma round trip).
+        Up to ``exact_search_max_rows`` chunks this is an exact C++ scan of the in-memory
+        matrix; above it the vector index over the same matrix answers, with the live (or
+        allowed) rows as its predicate (no Chroma round trip).
         """
         matrix, alive = self._table.matrix, self._table.alive
-        limit = self.config.exact_search_max_rows
         mask = alive if allowed is None else allowed
-        if len(alive) <= limit or mask is not alive:
-            rows = np.flatnonzero(mask)
-            if rows.size <= limit or len(alive) <= limit:
-                ids, sims = top_k_cosine(query_vector, matrix, rows, k)
-                return list(zip(ids.tolist(), sims.tolist(), strict=True))
-        index = self._dense_index(matrix, alive)
-        if mask is alive:  # the index normalises the query itself
-            found, scores = index.search(query_vector.reshape(1, -1), matrix, k, DEFAULT_PROBE_ROWS)
-        else:  # many rows pass the filter: the index, over-fetched, with an exact fallback
-            unit = query_vector.reshape(1, -1) / max(float(np.linalg.norm(query_vector)), 1e-12)
-            found, scores = search_within(index, unit, matrix, k, DEFAULT_PROBE_ROWS, mask, exact_below=limit)
+        if len(alive) <= self.config.exact_search_max_rows:
+            ids, sims = top_k_cosine(query_vector, matrix, np.flatnonzero(mask), k)
+            return list(zip(ids.tolist(), sims.tolist(), strict=True))
+        index = self._dense_index(matrix)
+        found, scores = index.search(query_vector.reshape(1, -1), matrix, k, allowed=mask)
         return [(r, s) for r, s in zip(found[0].tolist(), scores[0].tolist(), strict=True) if r >= 0]
 
-    def _dense_index(self, matrix: FloatMatrix, alive: npt.NDArray[np.bool_]) -> ClusterIndex:
-        """The cluster index of the live rows of ``matrix`` (rebuilt when either changes).
+    def _dense_index(self, matrix: FloatMatrix) -> VectorIndex:
+        """The vector index of every row of ``matrix`` (rows appended since are inserted).
 
-        Additions and deletions replace ``_matrix`` / ``_alive``, so a cached index is valid
-        exactly while both are the same objects; a rebuild keeps the centroids until the rows
-        double, so it only reassigns rows.
+        Rows only ever get appended (a deleted chunk's row stays, masked out by the live
+        rows), so the index grows with :meth:`VectorIndex.add`, on a copy that then replaces
+        it: a search in flight keeps the index it started with.
         """
-        cached = self._dense_cache
-        if cached is not None and cached[0] is matrix and cached[1] is alive:
-            return cached[2]
+        index = self._vectors
+        if index is not None and len(index) == matrix.shape[0]:
+            return index
         with self._lock:
-            cached = self._dense_cache
-            if cached is not None and cached[0] is matrix and cached[1] is alive:
-                return cached[2]
-            index = ClusterIndex.build(matrix, np.flatnonzero(alive), reuse=cached[2] if cached else None)
-            self._dense_cache = (matrix, alive, index)
+            index = self._vectors
+            if index is None or len(index) > matrix.shape[0]:
+                index = VectorIndex.build(matrix)
+            elif len(index) < matrix.shape[0]:
+                index = index.copy()
+                index.add(matrix, np.arange(len(index), matrix.shape[0], dtype=np.int64))
+            self._vectors = index
             return index
 
     def _dense(
@@ -1265,7 +1262,13 @@ class BridgeRAG(Follows):
             raise ValueError(
                 "the index files disagree with each other (sizes or dimensions); rebuild the index"
             )
+        vectors = None
+        if f"{_DENSE_PREFIX}{HEADER_FILE}" in files:
+            vectors = VectorIndex.from_files(files, matrix, _DENSE_PREFIX)
+            if len(vectors) != n or vectors.dim != matrix.shape[1]:
+                raise ValueError("the saved dense index does not cover the chunks; rebuild the index")
         self._table = ChunkTable.restore(chunks, matrix, store=self.store, what="chunks")
+        self._vectors = vectors
         self._row_abstract = row_abstract
         self._links = links
         self.report.counts.update(
@@ -1274,6 +1277,9 @@ class BridgeRAG(Follows):
 
 
 # ---------------------------------------------------------------------- module helpers
+_DENSE_PREFIX = "dense."
+
+
 def _title_of(metadata: Mapping[str, Any]) -> str | None:
     title = metadata.get("title")
     return title if isinstance(title, str) and title.strip() else None

@@ -21,12 +21,12 @@ import numpy as np
 import numpy.typing as npt
 
 from core.embed import Embedder
-from core.native.cluster_index import DEFAULT_EXACT_BELOW, ClusterIndex
 from core.native.graph import Graph
 from core.persist import array_from_bytes, array_to_bytes, json_from_bytes, json_to_bytes
 from core.strategies.bubble.triples import Triple
 from core.strategies.common import embed_in_batches, mask_at, normalise_rows
 from core.text import normalize_entity
+from core.vector_index import DEFAULT_EXACT_BELOW, HEADER_FILE, VectorIndex
 
 __all__ = ["KnowledgeGraph"]
 
@@ -71,9 +71,10 @@ class KnowledgeGraph:
         self._tails = np.zeros(0, dtype=np.int64)
         self._native_ends: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
         self._to_native: npt.NDArray[np.int64] | None = None
-        self._anchor_indexes: tuple[ClusterIndex, ClusterIndex] | None = None
-        self._anchor_indexes_old: tuple[ClusterIndex, ClusterIndex] | None = None
+        self._anchor_indexes: tuple[VectorIndex, VectorIndex] | None = None
+        self._anchor_edge_rows = 0  # rows of edge_matrix the edge index has seen
         self._anchor_exact_below = DEFAULT_EXACT_BELOW
+        self._live_edges = np.zeros(0, dtype=bool)
         self._mention_version = 0  # bumped whenever a node's chunks or an edge's chunk change
         self._mention_csr: (
             tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]] | None
@@ -139,33 +140,44 @@ class KnowledgeGraph:
                 self._to_native = out
             return self._to_native
 
-    def anchor_indexes(self, exact_below: int = DEFAULT_EXACT_BELOW) -> tuple[ClusterIndex, ClusterIndex]:
-        """Search indexes of the anchor candidates: every node, and the live relation edges.
+    def anchor_indexes(self, exact_below: int = DEFAULT_EXACT_BELOW) -> tuple[VectorIndex, VectorIndex]:
+        """Vector indexes of the anchor candidates (:class:`core.vector_index.VectorIndex`).
 
-        Relation edges exclude co-occurrence and title edges (whose vectors are sums of their
-        ends). The first index lists rows of ``node_matrix``, the second rows of
-        ``edge_matrix``; both are built on first use and cached until the graph changes
-        (centroids are reused until the rows double). Sets smaller than ``exact_below`` are
-        searched exactly.
+        The first indexes every row of ``node_matrix``; the second every embedded relation
+        edge's row of ``edge_matrix`` (co-occurrence and title edges, whose vectors are sums of
+        their ends, are left out), dead edges included: search it with
+        :attr:`live_edges` (or a filter's edge mask) as the allowed rows, so a deletion needs
+        no rebuild. Both are built on first use; rows embedded later are inserted into a copy
+        that then replaces the index, so a search in flight never sees a half-grown graph.
+        Sets smaller than ``exact_below`` are searched exactly.
         """
         with self._lock:
-            self._ensure_graph()
             cached = self._anchor_indexes
+            n_nodes, n_edges = self.node_matrix.shape[0], self.edge_matrix.shape[0]
             if cached is None or self._anchor_exact_below != exact_below:
-                relation = self._relation_edges()
-                nodes = np.arange(self.node_matrix.shape[0], dtype=np.int64)
-                old = self._anchor_indexes_old
-                self._anchor_indexes = (
-                    ClusterIndex.build(
-                        self.node_matrix, nodes, exact_below=exact_below, reuse=old[0] if old else None
-                    ),
-                    ClusterIndex.build(
-                        self.edge_matrix, relation, exact_below=exact_below, reuse=old[1] if old else None
-                    ),
-                )
-                self._anchor_exact_below = exact_below
-                cached = self._anchor_indexes
-            return cached
+                nodes = VectorIndex.build(self.node_matrix, exact_below=exact_below)
+                edges = VectorIndex.build(self.edge_matrix, self._relation_rows(0), exact_below=exact_below)
+                self._anchor_indexes, self._anchor_exact_below = (nodes, edges), exact_below
+                self._anchor_edge_rows = n_edges
+            elif len(cached[0]) < n_nodes or self._anchor_edge_rows < n_edges:
+                nodes, edges = cached
+                if len(nodes) < n_nodes:
+                    nodes = nodes.copy()
+                    nodes.add(self.node_matrix, np.arange(len(nodes), n_nodes, dtype=np.int64))
+                fresh = self._relation_rows(self._anchor_edge_rows)
+                if fresh.size:
+                    edges = edges.copy()
+                    edges.add(self.edge_matrix, fresh)
+                self._anchor_indexes, self._anchor_edge_rows = (nodes, edges), n_edges
+            else:
+                nodes, edges = cached
+            return nodes, edges
+
+    @property
+    def live_edges(self) -> npt.NDArray[np.bool_]:
+        """One bool per edge id: the edge is alive (its chunk was not deleted); read-only."""
+        self._ensure_graph()
+        return self._live_edges
 
     def chunk_masks(self, live: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
         """The nodes and edges a set of chunks allows (a metadata filter's live chunks).
@@ -197,15 +209,11 @@ class KnowledgeGraph:
         node_ok = (cum[offsets[1:]] - cum[offsets[:-1]]) > 0
         return node_ok, mask_at(live, edge_chunk)
 
-    def _relation_edges(self) -> npt.NDArray[np.int64]:
-        """Live, embedded relation edges (not co-occurrence or title), ascending: the anchorable edges."""
+    def _relation_rows(self, first: int) -> npt.NDArray[np.int64]:
+        """Embedded relation edges (not co-occurrence or title) from ``first`` on, alive or not."""
+        kinds = self.edge_kind[first : self.edge_matrix.shape[0]]
         return np.asarray(
-            [
-                e
-                for e in self._edge_ids.tolist()
-                if self.edge_kind[e] not in _COMPOSED_KINDS and e < self.edge_matrix.shape[0]
-            ],
-            dtype=np.int64,
+            [first + i for i, kind in enumerate(kinds) if kind not in _COMPOSED_KINDS], dtype=np.int64
         )
 
     def _changed(self) -> None:
@@ -213,13 +221,6 @@ class KnowledgeGraph:
         self._graph = None
         self._native_ends = None
         self._to_native = None
-        self._drop_anchor_indexes()
-
-    def _drop_anchor_indexes(self) -> None:
-        """Forgets the anchor indexes; the next build reuses their centroids."""
-        if self._anchor_indexes is not None:
-            self._anchor_indexes_old = self._anchor_indexes
-        self._anchor_indexes = None
 
     def _ensure_graph(self) -> Graph:
         with self._lock:
@@ -227,6 +228,8 @@ class KnowledgeGraph:
                 self._heads = np.asarray(self.edge_head, dtype=np.int64)
                 self._tails = np.asarray(self.edge_tail, dtype=np.int64)
                 alive = np.asarray(self.edge_alive, dtype=bool)
+                alive.flags.writeable = False
+                self._live_edges = alive
                 self._edge_ids = np.flatnonzero(alive).astype(np.int64)
                 self._graph = Graph(self.num_nodes, self._heads[alive], self._tails[alive])
             return self._graph
@@ -335,7 +338,6 @@ class KnowledgeGraph:
             self.edge_matrix = np.ascontiguousarray(
                 np.vstack([self.edge_matrix, normalise_rows(edges)]), dtype=np.float32
             )
-            self._drop_anchor_indexes()
             return len(unique)
 
     # ------------------------------------------------------------------ networkx
@@ -524,26 +526,28 @@ class KnowledgeGraph:
         return kg
 
     def _restore_anchor_indexes(self, files: Mapping[str, bytes], prefix: str) -> None:
-        """Adopts saved anchor indexes that list exactly this graph's rows (else rebuilds later)."""
-        nodes = ClusterIndex.from_files(
-            files, f"{prefix}anchor_nodes.", self.dimension, self.node_matrix.shape[0]
-        )
-        edges = ClusterIndex.from_files(
-            files, f"{prefix}anchor_edges.", self.dimension, self.edge_matrix.shape[0]
-        )
-        if nodes is None or edges is None:
+        """Adopts saved anchor indexes that cover exactly this graph's rows (else rebuilds later).
+
+        An index saved before the vector indexes existed (cluster-index files) has none: its
+        anchors are indexed again on first use.
+        """
+        node_prefix, edge_prefix = f"{prefix}anchor_nodes.", f"{prefix}anchor_edges."
+        if f"{node_prefix}{HEADER_FILE}" not in files and f"{edge_prefix}{HEADER_FILE}" not in files:
             return
         if f"{prefix}anchor_exact_below.npy" not in files:
             raise ValueError("the saved anchor indexes are incomplete; rebuild the index")
         exact = array_from_bytes(files[f"{prefix}anchor_exact_below.npy"], dtype=np.int64, ndim=1)
-        relation = self._relation_edges()
+        nodes = VectorIndex.from_files(files, self.node_matrix, node_prefix)
+        edges = VectorIndex.from_files(files, self.edge_matrix, edge_prefix)
         if (
             exact.shape != (1,)
+            or not 0 <= int(exact[0]) < 2**62
             or not np.array_equal(np.sort(nodes.rows), np.arange(self.node_matrix.shape[0]))
-            or not np.array_equal(np.sort(edges.rows), relation)
+            or not np.array_equal(np.sort(edges.rows), self._relation_rows(0))
         ):
             raise ValueError("the saved anchor indexes do not match the graph; rebuild the index")
         self._anchor_indexes = (nodes, edges)
+        self._anchor_edge_rows = self.edge_matrix.shape[0]
         self._anchor_exact_below = int(exact[0])
 
     def memory_bytes(self) -> int:

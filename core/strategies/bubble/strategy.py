@@ -14,9 +14,9 @@ Query (the paper's steps):
 
 1. Semantic anchor grouping: the query's concepts with weights (:mod:`core.strategies.bubble.concepts`); for
    each, its ``anchors`` most similar nodes and edges (and an exact name match) form a group.
-   Node and relation-edge vectors sit in cluster indexes (:mod:`core.native.cluster_index`): a
-   search scans the nearest clusters, about ``anchor_probe_rows`` vectors, so anchoring
-   costs about sqrt(graph size), and is exact below ``anchor_exact_below`` vectors.
+   Node and relation-edge vectors sit in vector indexes (:mod:`core.vector_index`: faiss
+   HNSW graphs, searched with the allowed nodes and live edges as a predicate), so anchoring
+   costs about log(graph size); sets smaller than ``anchor_exact_below`` are scanned exactly.
 2. Localise: the ``hops``-hop neighbourhood of all anchors, at most ``max_local_nodes`` nodes,
    so the cost of a query does not grow with the graph.
 3. Bubble expansion in C++ (:meth:`core.native.graph.Graph.bubble`): multi-source Dijkstra from every
@@ -49,7 +49,6 @@ import numpy.typing as npt
 from core.embed import Embedder, as_embedder, embed_query_with, window_chars
 from core.filters import FilterError, MetadataFilter, parse_filter
 from core.llm import LLM, LLMOutputError, as_llm, complete_json
-from core.native.cluster_index import DEFAULT_EXACT_BELOW, DEFAULT_PROBE_ROWS
 from core.native.scoring import top_k_cosine
 from core.persist import array_from_bytes, array_to_bytes, json_from_bytes, json_to_bytes, save_index
 from core.store import ChunkStore
@@ -70,11 +69,11 @@ from core.strategies.common import (
     check_query_vector,
     default_store,
     embed_in_batches,
+    fit_mask,
     jsonable,
     normalise_rows,
     open_index,
     row_cosines,
-    search_within,
     store_from_meta,
     timed,
 )
@@ -84,6 +83,7 @@ from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows, follows_wr
 from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
 from core.text import make_doc_id
 from core.types import BuildReport, Document, Retrieved
+from core.vector_index import DEFAULT_EXACT_BELOW
 from core.writer_lock import WriterLock
 
 __all__ = ["BubbleConfig", "BubbleRAG", "EvidenceGraph"]
@@ -111,9 +111,8 @@ class BubbleConfig(StrategyConfig, HopConfig):
         max_concepts: Most query concepts besides the whole query.
         anchors: m, the most similar nodes (and, separately, edges) per concept.
         min_anchor_similarity: Anchors below this cosine similarity are dropped.
-        anchor_probe_rows: Anchor search scans the closest clusters of node (and of edge)
-            vectors until this many were scored, so its cost grows with the square root of
-            the graph (see :mod:`core.native.cluster_index`).
+        anchor_ef_search: Candidate list size of the anchor search's HNSW graphs; None = the
+            index's defaults (96, or 256 under a filter; see :mod:`core.vector_index`).
         anchor_exact_below: Node or edge sets smaller than this are searched exactly.
         hops: h, the localisation radius around the anchors.
         max_local_nodes: Cap of the localised neighbourhood.
@@ -144,7 +143,7 @@ class BubbleConfig(StrategyConfig, HopConfig):
     max_concepts: int = 6
     anchors: int = 3
     min_anchor_similarity: float = 0.35
-    anchor_probe_rows: int = DEFAULT_PROBE_ROWS
+    anchor_ef_search: int | None = None
     anchor_exact_below: int = DEFAULT_EXACT_BELOW
     hops: int = 6
     max_local_nodes: int = 1000
@@ -174,7 +173,10 @@ class BubbleConfig(StrategyConfig, HopConfig):
             ("max_concepts must be >= 0", self.max_concepts >= 0),
             ("anchors must be >= 1", self.anchors >= 1),
             ("min_anchor_similarity must be in [-1, 1]", -1.0 <= self.min_anchor_similarity <= 1.0),
-            ("anchor_probe_rows must be >= 1", self.anchor_probe_rows >= 1),
+            (
+                "anchor_ef_search must be None or in 1..4096",
+                self.anchor_ef_search is None or 1 <= self.anchor_ef_search <= 4096,
+            ),
             ("anchor_exact_below must be >= 0", self.anchor_exact_below >= 0),
             ("hops must be >= 0", self.hops >= 0),
             ("max_local_nodes must be >= 1", self.max_local_nodes >= 1),
@@ -795,15 +797,15 @@ class BubbleRAG(Follows):
         """
         cfg, kg = self.config, self.kg
         node_index, edge_index = kg.anchor_indexes(cfg.anchor_exact_below)
-        m, probe = cfg.anchors, cfg.anchor_probe_rows
-        if within is None:
-            node_ids, node_sims = node_index.search(vectors, kg.node_matrix, m, probe)
-            edge_ids, edge_sims = edge_index.search(vectors, kg.edge_matrix, m, probe)
-            node_ok: npt.NDArray[np.bool_] | None = None
-        else:
-            node_ok = within[0]
-            node_ids, node_sims = search_within(node_index, vectors, kg.node_matrix, m, probe, within[0])
-            edge_ids, edge_sims = search_within(edge_index, vectors, kg.edge_matrix, m, probe, within[1])
+        node_matrix, edge_matrix = kg.node_matrix, kg.edge_matrix
+        m, ef = cfg.anchors, cfg.anchor_ef_search
+        node_ok = None if within is None else within[0]
+        nodes_in = None if node_ok is None else fit_mask(node_ok, node_matrix.shape[0])
+        edge_ok = fit_mask(kg.live_edges, edge_matrix.shape[0])  # dead edges stay in the index
+        if within is not None:
+            edge_ok = edge_ok & fit_mask(within[1], edge_matrix.shape[0])
+        node_ids, node_sims = node_index.search(vectors, node_matrix, m, allowed=nodes_in, ef_search=ef)
+        edge_ids, edge_sims = edge_index.search(vectors, edge_matrix, m, allowed=edge_ok, ef_search=ef)
         seeds: list[tuple[int, int, float, int]] = []
         groups: list[list[int]] = []
         for ci, concept in enumerate(concepts):
