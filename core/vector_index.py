@@ -307,6 +307,21 @@ class VectorIndex:
             engine=engine,
         )
 
+    def with_rows(self, matrix: FloatMatrix, rows: IntArray) -> VectorIndex:
+        """This index with ``rows`` added, as a new index (itself when there are none).
+
+        The copy-on-write form of :meth:`add` for an index that serves searches: the
+        original is never changed, so a search in flight keeps the graph it started on.
+
+        Raises:
+            ValueError: As :meth:`add`.
+        """
+        if len(rows) == 0:
+            return self
+        grown = self.copy()
+        grown.add(matrix, rows)
+        return grown
+
     # ---------------------------------------------------------------- search
 
     def search(

@@ -1113,8 +1113,8 @@ class BridgeRAG(Follows):
         """The vector index of every row of ``matrix`` (rows appended since are inserted).
 
         Rows only ever get appended (a deleted chunk's row stays, masked out by the live
-        rows), so the index grows with :meth:`VectorIndex.add`, on a copy that then replaces
-        it: a search in flight keeps the index it started with.
+        rows), so the index grows with :meth:`VectorIndex.with_rows`: a new index replaces
+        it, and a search in flight keeps the one it started with.
         """
         index = self._vectors
         if index is not None and len(index) == matrix.shape[0]:
@@ -1123,9 +1123,8 @@ class BridgeRAG(Follows):
             index = self._vectors
             if index is None or len(index) > matrix.shape[0]:
                 index = VectorIndex.build(matrix)
-            elif len(index) < matrix.shape[0]:
-                index = index.copy()
-                index.add(matrix, np.arange(len(index), matrix.shape[0], dtype=np.int64))
+            else:
+                index = index.with_rows(matrix, np.arange(len(index), matrix.shape[0], dtype=np.int64))
             self._vectors = index
             return index
 
@@ -1265,7 +1264,7 @@ class BridgeRAG(Follows):
         vectors = None
         if f"{_DENSE_PREFIX}{HEADER_FILE}" in files:
             vectors = VectorIndex.from_files(files, matrix, _DENSE_PREFIX)
-            if len(vectors) != n or vectors.dim != matrix.shape[1]:
+            if len(vectors) != n:  # from_files already checked the dimension and the row range
                 raise ValueError("the saved dense index does not cover the chunks; rebuild the index")
         self._table = ChunkTable.restore(chunks, matrix, store=self.store, what="chunks")
         self._vectors = vectors

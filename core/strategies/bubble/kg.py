@@ -160,14 +160,10 @@ class KnowledgeGraph:
                 self._anchor_indexes, self._anchor_exact_below = (nodes, edges), exact_below
                 self._anchor_edge_rows = n_edges
             elif len(cached[0]) < n_nodes or self._anchor_edge_rows < n_edges:
-                nodes, edges = cached
-                if len(nodes) < n_nodes:
-                    nodes = nodes.copy()
-                    nodes.add(self.node_matrix, np.arange(len(nodes), n_nodes, dtype=np.int64))
-                fresh = self._relation_rows(self._anchor_edge_rows)
-                if fresh.size:
-                    edges = edges.copy()
-                    edges.add(self.edge_matrix, fresh)
+                nodes = cached[0].with_rows(
+                    self.node_matrix, np.arange(len(cached[0]), n_nodes, dtype=np.int64)
+                )
+                edges = cached[1].with_rows(self.edge_matrix, self._relation_rows(self._anchor_edge_rows))
                 self._anchor_indexes, self._anchor_edge_rows = (nodes, edges), n_edges
             else:
                 nodes, edges = cached
