@@ -191,6 +191,86 @@ def _cmd_bench_reliability(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_index(args: argparse.Namespace) -> int:
+    from core.indexing import IndexOptions, run_index
+
+    run_index(
+        IndexOptions(
+            paths=args.paths,
+            index_dir=args.index,
+            strategy=args.strategy,
+            update=args.update,
+            strict=args.strict,
+            chroma_host=args.chroma_host,
+            chroma_port=args.chroma_port,
+            collection=args.collection,
+            globs=args.glob or (),
+            progress=False if args.no_progress else None,
+        )
+    )
+    return 0
+
+
+def _cmd_query(args: argparse.Namespace) -> int:
+    from core.querying import run_query
+
+    run_query(args.index, args.question, k=args.k, filter_json=args.filter, as_json=args.json)
+    return 0
+
+
+def _add_index_and_query(sub: Any) -> None:
+    index = sub.add_parser(
+        "index",
+        help="index your own files (.txt, .md, .jsonl, .pdf) into a directory, or update that index",
+        description="Read files and folders (recursively: .txt, .md, .jsonl with one JSON document per line, "
+        ".pdf with the [pdf] extra) and index them with a strategy into an embedded Chroma under --index DIR "
+        "(or a Chroma server). With --update, an existing index is brought up to date: new files added, "
+        "changed ones re-indexed, vanished ones deleted, by content hash, without a rebuild.",
+    )
+    index.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="files and folders (with --update: default the recorded ones)",
+    )
+    index.add_argument("--index", required=True, metavar="DIR", help="the index directory")
+    index.add_argument(
+        "--strategy", help="bridge, umg or bubble (required for a new index; with --update: the recorded one)"
+    )
+    index.add_argument(
+        "--update", action="store_true", help="update the index in DIR instead of building one"
+    )
+    index.add_argument(
+        "--strict", action="store_true", help="stop (writing nothing) when a file cannot be read"
+    )
+    index.add_argument("--chroma-host", help="keep the chunks on this Chroma server (with --chroma-port)")
+    index.add_argument("--chroma-port", type=_positive_int, help="the Chroma server's port")
+    index.add_argument(
+        "--collection", help="Chroma collection name (default: the strategy's, e.g. bridge_rag)"
+    )
+    index.add_argument(
+        "--glob",
+        action="append",
+        metavar="PATTERN",
+        help="only read files inside folders whose relative path or name matches (repeatable), e.g. '*.md'",
+    )
+    index.add_argument("--no-progress", action="store_true", help="no progress bars")
+    index.set_defaults(func=_cmd_index)
+
+    query = sub.add_parser(
+        "query",
+        help="ask an index built by `bridge-rag index`",
+        description="Retrieve the best chunks for a question from an index directory, with how each was "
+        "found (the strategy's provenance).",
+    )
+    query.add_argument("index", metavar="DIR", help="the index directory")
+    query.add_argument("question", help="the question or search text")
+    query.add_argument("-k", type=_positive_int, default=5, help="results (default 5)")
+    query.add_argument("--filter", help='a Chroma where-filter as JSON, e.g. \'{"source": "notes/a.md"}\'')
+    query.add_argument("--json", action="store_true", help="print one JSON document instead")
+    query.set_defaults(func=_cmd_query)
+
+
 def _out_and_run(parser: argparse.ArgumentParser, func: Callable[[argparse.Namespace], int]) -> None:
     """The benchmark's last option, ``--out``, and the function that runs it."""
     parser.add_argument("--out", help="also write the figures as JSON to this file")
@@ -335,15 +415,19 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--splade", action="store_true", help="umg suite: add the SPLADE expert (slow on CPU)")
     _out_and_run(bench, _cmd_bench)
     _add_scale_and_reliability(sub)
+    _add_index_and_query(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bridge-rag`` command."""
+    from core.indexing import CommandError
+    from core.writer_lock import IndexLockedError
+
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (ValueError, FileNotFoundError, TypeError) as exc:
+    except (CommandError, ValueError, FileNotFoundError, TypeError, IndexLockedError) as exc:
         print(f"bridge-rag {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

@@ -1,0 +1,556 @@
+"""``bridge-rag index``: index the user's files into a directory, and keep it current with ``--update``.
+
+All input is read and checked before anything is written: an empty folder, an unknown
+strategy, an index directory that already holds an index, or (with ``strict``) one
+unreadable file stop the command before the directory is created. A first build that
+fails midway removes what it created. An update changes only what changed (by the SHA-256 of
+each file), through the strategy contract alone (``load`` / ``delete_documents`` /
+``add_documents``), journalled in ``DIR/sources.json`` (:mod:`core.sources`) so that a crash
+at any point is repaired by the next ``--update``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import shutil
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from tqdm.auto import tqdm
+
+from core.files import (
+    SUPPORTED_SUFFIXES,
+    FileScan,
+    ReadFile,
+    UnreadableFileError,
+    discover_files,
+    read_file,
+)
+from core.persist import current_generation
+from core.sources import SourceEntry, SourcesRecord, read_sources, write_sources
+from core.types import Document
+
+__all__ = [
+    "CommandError",
+    "IndexOptions",
+    "IndexSummary",
+    "ReadResult",
+    "UpdatePlan",
+    "detect_strategy",
+    "plan_update",
+    "read_inputs",
+    "run_index",
+]
+
+#: The strategy index directory names ``bridge-rag index`` looks for inside an index directory.
+KNOWN_INDEX_NAMES = ("bridge", "umg", "bubble")
+
+
+class CommandError(Exception):
+    """A command-line error the user can fix: the CLI prints it and exits with status 2."""
+
+
+@dataclass(frozen=True)
+class IndexOptions:
+    """What ``bridge-rag index`` was asked to do.
+
+    Attributes:
+        paths: Files and folders to index (with ``update``, none means the recorded ones).
+        index_dir: The index directory.
+        strategy: Strategy name (with ``update``, None means the recorded one).
+        update: Update an existing index instead of building a new one.
+        strict: Stop, writing nothing, when a file cannot be read.
+        chroma_host: A Chroma server's host (with ``chroma_port``); None: embedded Chroma.
+        chroma_port: The server's port.
+        collection: Chroma collection name (default: the strategy's own).
+        globs: Patterns a file inside a folder must match.
+        progress: Show progress bars (None: when stderr is a terminal).
+    """
+
+    paths: Sequence[str]
+    index_dir: str
+    strategy: str | None = None
+    update: bool = False
+    strict: bool = False
+    chroma_host: str | None = None
+    chroma_port: int | None = None
+    collection: str | None = None
+    globs: Sequence[str] = ()
+    progress: bool | None = None
+
+
+@dataclass
+class IndexSummary:
+    """What an index run did.
+
+    Attributes:
+        files_read: Files read into documents.
+        added: Documents indexed that were not in the index.
+        changed: Documents re-indexed because their file changed.
+        deleted: Documents removed (their file or line is gone).
+        unchanged: Documents left as they were (their file did not change).
+        skipped: Files left out (unsupported extension, no matching ``--glob``, no text).
+        failed: Files that could not be read.
+        seconds: Wall time of the whole command.
+    """
+
+    files_read: int = 0
+    added: int = 0
+    changed: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+
+    @property
+    def indexed(self) -> int:
+        """Documents embedded and indexed by this run."""
+        return self.added + self.changed
+
+    def line(self) -> str:
+        """The one-line summary the command ends with."""
+        return (
+            f"{self.files_read} files read; {self.indexed} documents indexed ({self.added} added, "
+            f"{self.changed} changed, {self.deleted} deleted, {self.unchanged} unchanged); "
+            f"{self.skipped} skipped, {self.failed} failed; {self.seconds:.1f} s"
+        )
+
+
+@dataclass
+class ReadResult:
+    """The input of one run, read and checked.
+
+    Attributes:
+        scan: The files found.
+        files: The files read (in scan order).
+        failures: Files that could not be read.
+        empty: Files read that hold no text.
+    """
+
+    scan: FileScan
+    files: list[ReadFile] = field(default_factory=list)
+    failures: list[UnreadableFileError] = field(default_factory=list)
+    empty: list[Path] = field(default_factory=list)
+
+    @property
+    def documents(self) -> list[Document]:
+        """Every document read, in file order."""
+        return [d for f in self.files for d in f.documents]
+
+
+@dataclass
+class UpdatePlan:
+    """What an update changes.
+
+    Attributes:
+        delete_ids: Ids to delete first (old ids of changed and vanished files, and the ids of
+            every document about to be added, in case an interrupted run added them).
+        add: Documents to add (of new and changed files).
+        pending: The journal's entries of the sources this update changes (pending, with
+            their old and new ids together).
+        entries: The record's entries once the update is done.
+        summary: The document counts.
+    """
+
+    delete_ids: list[str] = field(default_factory=list)
+    add: list[Document] = field(default_factory=list)
+    pending: dict[str, SourceEntry] = field(default_factory=dict)
+    entries: dict[str, SourceEntry] = field(default_factory=dict)
+    summary: IndexSummary = field(default_factory=IndexSummary)
+
+    @property
+    def empty(self) -> bool:
+        """Whether the index needs no change."""
+        return not self.delete_ids and not self.add
+
+
+def _say(stream: TextIO, text: str) -> None:
+    print(text, file=stream, flush=True)
+
+
+def read_inputs(
+    paths: Sequence[str], globs: Sequence[str], *, progress: bool | None, warn: Callable[[str], None]
+) -> ReadResult:
+    """Finds and reads every file, with a progress bar; unreadable files are collected, not raised.
+
+    Args:
+        paths: Files and folders.
+        globs: Patterns a file inside a folder must match.
+        progress: Show the progress bar (None: when stderr is a terminal).
+        warn: Called with a message for each file that cannot be read or holds no text.
+
+    Raises:
+        CommandError: A path is missing, a named file is unsupported, two files share a relative
+            path, or no supported file was found.
+    """
+    try:
+        scan = discover_files(paths, globs=globs)
+    except (FileNotFoundError, ValueError) as exc:
+        raise CommandError(str(exc)) from None
+    if not scan.files:
+        others = f" ({len(scan.skipped)} other files skipped)" if scan.skipped else ""
+        raise CommandError(
+            f"no {', '.join(SUPPORTED_SUFFIXES)} files under {', '.join(map(repr, paths))}{others}; "
+            "point at the folders that hold your documents" + (" or change --glob" if globs else "")
+        )
+    result = ReadResult(scan)
+    seen: dict[str, Path] = {}
+    for item in tqdm(
+        scan.files, desc="reading", unit="file", disable=None if progress is None else not progress
+    ):
+        try:
+            read = read_file(item)
+            for doc in read.documents:
+                other = seen.get(str(doc.id))
+                if other is not None:
+                    raise UnreadableFileError(
+                        item.path, f"document id {doc.id!r} is already used by {other}; give it another id"
+                    )
+            for doc in read.documents:
+                seen[str(doc.id)] = item.path
+        except UnreadableFileError as exc:
+            result.failures.append(exc)
+            warn(f"cannot read {exc}")
+            continue
+        result.files.append(read)
+        if not read.documents:
+            result.empty.append(item.path)
+            warn(f"{item.path}: no text, skipped")
+    return result
+
+
+def plan_update(
+    previous: Mapping[str, SourceEntry], read: Sequence[ReadFile], failed: set[str]
+) -> UpdatePlan:
+    """Compares the files read with the record of the last run.
+
+    A file whose hash matches its (not pending) entry is unchanged; any other file is new or
+    changed: all its old and new ids are deleted, then its documents added. An entry whose
+    file was not found this time has vanished: its ids are deleted (the index mirrors the
+    paths of the run). Entries of files that could not be read (``failed``) are kept.
+
+    Args:
+        previous: The record's entries (empty for a directory without a record).
+        read: The files read this time.
+        failed: Sources that could not be read this time.
+
+    Returns:
+        The plan.
+    """
+    plan = UpdatePlan()
+    counts = plan.summary
+    found = set()
+    for rf in read:
+        source = rf.file.source
+        found.add(source)
+        new_ids = [str(d.id) for d in rf.documents]
+        old = previous.get(source)
+        if old is not None and not old.pending and old.sha256 == rf.sha256:
+            counts.unchanged += len(old.ids)
+            plan.entries[source] = SourceEntry(str(rf.file.root), old.sha256, old.ids)
+            continue
+        old_ids = set(old.ids) if old is not None else set()
+        counts.changed += sum(1 for i in new_ids if i in old_ids)
+        counts.added += sum(1 for i in new_ids if i not in old_ids)
+        counts.deleted += len(old_ids - set(new_ids))
+        plan.delete_ids += sorted(old_ids | set(new_ids))
+        plan.add += rf.documents
+        plan.pending[source] = SourceEntry(str(rf.file.root), None, tuple(sorted(old_ids | set(new_ids))))
+        plan.entries[source] = SourceEntry(str(rf.file.root), rf.sha256, tuple(new_ids))
+    for source, old in previous.items():
+        if source in found:
+            continue
+        if source in failed:
+            plan.entries[source] = old  # cannot be read now: left as it is
+            continue
+        counts.deleted += len(old.ids)
+        plan.delete_ids += list(old.ids)
+        plan.pending[source] = SourceEntry(old.root, None, old.ids)
+    return plan
+
+
+def detect_strategy(index_dir: Path, record: SourcesRecord | None) -> str | None:
+    """The strategy of the index in ``index_dir``: the record's, else the one whose folder holds a save."""
+    if record is not None:
+        return record.strategy
+    return next((n for n in KNOWN_INDEX_NAMES if current_generation(index_dir / n) is not None), None)
+
+
+def _has_saved_index(index_dir: Path, strategy: str) -> bool:
+    return current_generation(index_dir / strategy) is not None
+
+
+def _strategy_class(name: str) -> Any:
+    from core.strategies.registry import get_strategy
+
+    try:
+        return get_strategy(name)
+    except ValueError as exc:
+        raise CommandError(f"{exc} (--strategy)") from None
+
+
+def _http_store(options: IndexOptions, default_collection: str) -> Any:
+    if options.chroma_host is None and options.chroma_port is None:
+        return None
+    if options.chroma_host is None or options.chroma_port is None:
+        raise CommandError(
+            "--chroma-host and --chroma-port go together; give both, or neither for embedded Chroma"
+        )
+    from core.store import ChunkStore
+
+    try:
+        return ChunkStore.http(
+            options.chroma_host, options.chroma_port, options.collection or default_collection
+        )
+    except ValueError:
+        raise
+    except Exception as exc:  # chromadb raises its own kinds for a server it cannot reach
+        raise CommandError(
+            f"cannot reach the Chroma server at {options.chroma_host}:{options.chroma_port} "
+            f"({type(exc).__name__}: {exc}); start it with `chroma run --port {options.chroma_port}` "
+            "or check --chroma-host/--chroma-port"
+        ) from None
+
+
+def _store_json(options: IndexOptions, collection: str | None) -> dict[str, Any]:
+    if options.chroma_host is None:
+        return {"kind": "embedded", "collection": collection}
+    return {
+        "kind": "http",
+        "host": options.chroma_host,
+        "port": options.chroma_port,
+        "collection": collection,
+    }
+
+
+def _progress(options: IndexOptions) -> bool:
+    return sys.stderr.isatty() if options.progress is None else options.progress
+
+
+def run_index(options: IndexOptions, *, out: TextIO | None = None, err: TextIO | None = None) -> IndexSummary:
+    """Runs ``bridge-rag index``: a first build, or an update with ``options.update``.
+
+    Args:
+        options: What to do.
+        out: Where the summary goes (default stdout).
+        err: Where warnings go (default stderr).
+
+    Returns:
+        What was done.
+
+    Raises:
+        CommandError: Bad input or a directory in the wrong state (nothing written).
+    """
+    t0 = time.perf_counter()
+    out = out or sys.stdout
+    err = err or sys.stderr
+    index_dir = Path(options.index_dir)
+    if index_dir.exists() and not index_dir.is_dir():
+        raise CommandError(f"--index {str(index_dir)!r} is a file; give a directory")
+    summary = _update(options, index_dir, err) if options.update else _build(options, index_dir, err)
+    summary.seconds = time.perf_counter() - t0
+    _say(out, summary.line())
+    return summary
+
+
+def _warn(err: TextIO) -> Callable[[str], None]:
+    return lambda text: _say(err, f"bridge-rag index: warning: {text}")
+
+
+def _checked_read(options: IndexOptions, paths: Sequence[str], err: TextIO) -> ReadResult:
+    read = read_inputs(paths, options.globs, progress=_progress(options), warn=_warn(err))
+    if read.failures and options.strict:
+        names = "; ".join(str(f) for f in read.failures)
+        raise CommandError(
+            f"--strict: {len(read.failures)} file(s) cannot be read, nothing was written: {names}; fix or "
+            "remove them, or run without --strict to index the others"
+        )
+    return read
+
+
+def _already_indexed(index_dir: Path) -> str | None:
+    """Why ``index_dir`` cannot take a new build (None when it can)."""
+    if not index_dir.is_dir():
+        return None
+    try:
+        record = read_sources(index_dir)
+    except ValueError:
+        return "holds a damaged bridge-rag record (sources.json)"
+    if record is not None:
+        _check_saved(index_dir, record.strategy, record)  # an interrupted first build: say so
+        return f"already holds a {record.strategy} index"
+    found = detect_strategy(index_dir, None) or next(
+        (n for n in KNOWN_INDEX_NAMES if (index_dir / n).exists()), None
+    )
+    return f"already holds a {found} index" if found else None
+
+
+def _build(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
+    if not options.paths:
+        raise CommandError("give the files or folders to index (PATH...)")
+    if options.strategy is None:
+        raise CommandError("--strategy is required for a new index; choose bridge, umg or bubble")
+    cls = _strategy_class(options.strategy)
+    why = _already_indexed(index_dir)
+    if why is not None:
+        raise CommandError(
+            f"{index_dir} {why}; add --update to bring it up to date with your files, "
+            "or choose another --index"
+        )
+    read = _checked_read(options, options.paths, err)
+    docs = read.documents
+    if not docs:
+        raise CommandError(
+            f"no documents to index: {len(read.failures)} file(s) cannot be read and "
+            f"{len(read.empty)} hold no text; nothing was written"
+        )
+    store = _http_store(options, options.collection or f"{cls.name}_rag")
+    if store is not None and store.count() > 0:
+        raise CommandError(
+            f"the collection {store.name!r} on {options.chroma_host}:{options.chroma_port} already holds "
+            f"{store.count():,} items; choose another --collection (or update its index with --update)"
+        )
+    roots = sorted({str(f.file.root) for f in read.files})
+    plan = plan_update({}, read.files, set())
+    record = SourcesRecord(
+        cls.name,
+        roots,
+        {},
+        "building",
+        _store_json(options, store.name if store is not None else options.collection),
+    )
+    created = not index_dir.exists()
+    before = set(index_dir.iterdir()) if not created else set()
+    index_dir.mkdir(parents=True, exist_ok=True)
+    settings: dict[str, Any] = {}
+    if options.collection is not None and store is None:
+        settings["collection_name"] = options.collection
+    try:
+        write_sources(index_dir, record.journal(plan.pending))
+        rag = cls.from_documents(
+            docs, store=store, persist_directory=index_dir, show_progress=_progress(options), **settings
+        )
+        _close(rag)
+        record.sources, record.state = plan.entries, "complete"
+        write_sources(index_dir, record)
+    except BaseException:
+        _remove_created(index_dir, created, before)
+        raise
+    summary = plan.summary
+    summary.files_read = len(read.files)
+    summary.skipped = len(read.scan.skipped) + len(read.empty)
+    summary.failed = len(read.failures)
+    return summary
+
+
+def _remove_created(index_dir: Path, created: bool, before: set[Path]) -> None:
+    """Removes what a failed first build wrote: the directory it created, or its new entries."""
+    if created:
+        shutil.rmtree(index_dir, ignore_errors=True)
+        return
+    for entry in set(index_dir.iterdir()) - before:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def _close(rag: Any) -> None:
+    close = getattr(rag, "close", None)
+    if callable(close):
+        close()
+
+
+def _load_kwargs(cls: Any) -> dict[str, Any]:
+    """``refresh_interval=None`` when the strategy's ``load`` takes it (a one-shot command follows no one)."""
+    try:
+        params = inspect.signature(cls.load).parameters
+    except (TypeError, ValueError):
+        return {}
+    return {"refresh_interval": None} if "refresh_interval" in params else {}
+
+
+def not_an_index(index_dir: Path) -> CommandError:
+    """The error for a directory that holds no index."""
+    return CommandError(
+        f"{index_dir} is not a bridge-rag index; build one with `bridge-rag index PATH --index {index_dir}`"
+    )
+
+
+def _check_saved(index_dir: Path, name: str, record: SourcesRecord | None) -> None:
+    """Raises the right :class:`CommandError` when ``index_dir`` holds no saved ``name`` index."""
+    if _has_saved_index(index_dir, name):
+        return
+    if record is not None and record.state == "building":
+        raise CommandError(
+            f"{index_dir} holds a first build that did not finish (interrupted); remove {index_dir} "
+            "and run `bridge-rag index` again"
+        )
+    raise not_an_index(index_dir)
+
+
+def load_index_dir(index_dir: Path, record: SourcesRecord | None, store: Any = None) -> Any:
+    """Loads the strategy saved in ``index_dir`` (without following later saves).
+
+    Raises:
+        CommandError: ``index_dir`` holds no saved index, or only an interrupted first build.
+    """
+    name = detect_strategy(index_dir, record) if index_dir.is_dir() else None
+    if name is None:
+        raise not_an_index(index_dir)
+    _check_saved(index_dir, name, record)
+    cls = _strategy_class(name)
+    kwargs = _load_kwargs(cls)
+    if store is not None:
+        kwargs["store"] = store
+    return cls.load(index_dir, **kwargs)
+
+
+def _update(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
+    record = read_sources(index_dir) if index_dir.is_dir() else None
+    name = detect_strategy(index_dir, record) if index_dir.is_dir() else None
+    if name is None:
+        raise CommandError(
+            f"{index_dir} is not a bridge-rag index, so there is nothing to --update; build one with "
+            f"`bridge-rag index PATH --strategy bridge --index {index_dir}`"
+        )
+    if options.strategy is not None and options.strategy != name:
+        raise CommandError(
+            f"{index_dir} holds a {name} index, not {options.strategy}; drop --strategy or build a "
+            f"{options.strategy} index into another directory"
+        )
+    _strategy_class(name)  # a strategy registered by a plugin that is not installed: a clear error
+    _check_saved(index_dir, name, record)
+    paths = list(options.paths) or (record.roots if record is not None else [])
+    if not paths:
+        raise CommandError(f"{index_dir} has no record of the files it indexed; give them (PATH...)")
+    read = _checked_read(options, paths, err)
+    roots = {str(Path(p).absolute()) for p in paths}
+    failed = {f.path.absolute() for f in read.failures}
+    failed_sources = {s.source for s in read.scan.files if s.path.absolute() in failed}
+    previous = record.sources if record is not None else {}
+    plan = plan_update(previous, read.files, failed_sources)
+    base = record or SourcesRecord(name, [], {}, "complete", _store_json(options, options.collection))
+    final = SourcesRecord(name, sorted(roots), plan.entries, "complete", base.store)
+    if not plan.empty:
+        store = _http_store(options, options.collection or str(base.store.get("collection") or f"{name}_rag"))
+        write_sources(index_dir, base.journal(plan.pending))
+        rag = load_index_dir(index_dir, record, store)
+        try:
+            if plan.delete_ids:
+                rag.delete_documents(plan.delete_ids)
+            if plan.add:
+                rag.add_documents(plan.add)
+        finally:
+            _close(rag)
+    write_sources(index_dir, final)
+    summary = plan.summary
+    summary.files_read = len(read.files)
+    summary.skipped = len(read.scan.skipped) + len(read.empty)
+    summary.failed = len(read.failures)
+    return summary

@@ -1,0 +1,163 @@
+"""The record of what an index directory holds from the user's files: ``DIR/sources.json``.
+
+``bridge-rag index`` keeps, beside the strategy's own index, which file gave which documents
+and the SHA-256 of its bytes, so that ``--update`` re-indexes only what changed. The record
+is written atomically (:func:`core.persist.atomic_write_bytes`) and carries a checksum of its
+own content.
+
+Crash safety is a small write-ahead journal. Before the strategy is changed, the record is
+written with every source about to change marked *pending* (``sha256`` null) and listing
+both its old and its new document ids; the strategy then deletes all those ids (unknown ids
+are ignored by every strategy) and adds the new documents, saving as it goes; only then is
+the final record written. A crash at any point leaves either the previous record (nothing
+changed yet) or the journal, whose pending sources never match a file's hash: the next
+``--update`` deletes their ids again and re-adds them, which repairs the index whatever the
+strategy had saved.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from core.files import sha256_hex
+from core.persist import atomic_write_bytes, json_from_bytes, json_to_bytes
+
+__all__ = [
+    "SOURCES_FILE",
+    "SOURCES_FORMAT",
+    "SOURCES_VERSION",
+    "SourceEntry",
+    "SourcesRecord",
+    "read_sources",
+    "write_sources",
+]
+
+#: The record's file name inside an index directory.
+SOURCES_FILE = "sources.json"
+#: Its ``format`` field and format version.
+SOURCES_FORMAT = "bridge-rag-sources"
+SOURCES_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SourceEntry:
+    """What one file contributed to the index.
+
+    Attributes:
+        root: The path argument it was found under (absolute).
+        sha256: SHA-256 of the file's bytes when indexed; None while a change is pending.
+        ids: Its document ids (while pending: its old and new ids together).
+    """
+
+    root: str
+    sha256: str | None
+    ids: tuple[str, ...]
+
+    @property
+    def pending(self) -> bool:
+        """Whether an update of this file was started and not recorded as finished."""
+        return self.sha256 is None
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as JSON data."""
+        return {"root": self.root, "sha256": self.sha256, "ids": list(self.ids)}
+
+
+@dataclass
+class SourcesRecord:
+    """The contents of ``sources.json``.
+
+    Attributes:
+        strategy: The strategy's registry name.
+        roots: The path arguments indexed (absolute), sorted.
+        sources: Relative source path -> entry.
+        state: ``"complete"``, ``"building"`` (a first build under way) or ``"updating"``.
+        store: Where the chunks live: ``{"kind": "embedded"}`` or ``{"kind": "http", ...}``.
+    """
+
+    strategy: str
+    roots: list[str] = field(default_factory=list)
+    sources: dict[str, SourceEntry] = field(default_factory=dict)
+    state: str = "complete"
+    store: dict[str, Any] = field(default_factory=dict)
+
+    def journal(self, pending: Mapping[str, SourceEntry]) -> SourcesRecord:
+        """A copy in state ``"updating"`` with the ``pending`` entries over its own."""
+        return SourcesRecord(
+            self.strategy, list(self.roots), {**self.sources, **pending}, "updating", dict(self.store)
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON data, with its checksum."""
+        body = {
+            "format": SOURCES_FORMAT,
+            "version": SOURCES_VERSION,
+            "strategy": self.strategy,
+            "state": self.state,
+            "roots": sorted(self.roots),
+            "store": self.store,
+            "written": datetime.now(UTC).isoformat(timespec="seconds"),
+            "sources": {s: e.to_json() for s, e in sorted(self.sources.items())},
+        }
+        return {**body, "checksum": sha256_hex(json_to_bytes(body))}
+
+
+def write_sources(directory: str | os.PathLike[str], record: SourcesRecord) -> None:
+    """Writes ``DIR/sources.json`` atomically."""
+    atomic_write_bytes(Path(directory) / SOURCES_FILE, json_to_bytes(record.to_json()))
+
+
+def _damaged(path: Path, why: str) -> ValueError:
+    return ValueError(
+        f"{path} is damaged ({why}); delete it and run `bridge-rag index PATH... --update --index "
+        f"{path.parent}` to index every file again, or build a new index into another directory"
+    )
+
+
+def read_sources(directory: str | os.PathLike[str]) -> SourcesRecord | None:
+    """Reads ``DIR/sources.json``, or None when there is none.
+
+    Raises:
+        ValueError: The file is damaged (bad JSON, a checksum that does not match, wrong fields)
+            or of another format version.
+    """
+    path = Path(directory) / SOURCES_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json_from_bytes(path.read_bytes())
+    except ValueError as exc:
+        raise _damaged(path, str(exc)) from None
+    if not isinstance(data, dict) or data.get("format") != SOURCES_FORMAT:
+        raise _damaged(path, f"not a {SOURCES_FORMAT} file")
+    body = {k: v for k, v in data.items() if k != "checksum"}
+    if data.get("checksum") != sha256_hex(json_to_bytes(body)):
+        raise _damaged(path, "its checksum does not match its content")
+    if data.get("version") != SOURCES_VERSION:
+        raise ValueError(
+            f"{path} has format version {data.get('version')!r}; this bridge-rag reads version "
+            f"{SOURCES_VERSION}: upgrade bridge-rag, or build a new index into another directory"
+        )
+    try:
+        sources = {
+            str(s): SourceEntry(
+                root=str(e["root"]),
+                sha256=None if e["sha256"] is None else str(e["sha256"]),
+                ids=tuple(str(i) for i in e["ids"]),
+            )
+            for s, e in data["sources"].items()
+        }
+        return SourcesRecord(
+            strategy=str(data["strategy"]),
+            roots=[str(r) for r in data["roots"]],
+            sources=sources,
+            state=str(data["state"]),
+            store=dict(data.get("store") or {}),
+        )
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise _damaged(path, f"missing or malformed field {exc}") from None

@@ -1,0 +1,620 @@
+"""``bridge-rag index`` and ``bridge-rag query`` over the user's own files.
+
+Two kinds of tests:
+
+- the command itself, run as a subprocess with the real embedder, spaCy and an embedded
+  Chroma, over a small folder of invented people and organisations (.md, .txt, .jsonl and
+  a PDF); the indexes are built once per module and every case reads their real output;
+- the update planning, the journal in ``sources.json`` and the clean-up after a failed build,
+  in-process over a tiny persisted fake strategy (no model), including crashes injected
+  between the strategy's changes and the record's final write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from core import indexing
+from core.files import ReadFile, SourceFile, sha256_hex
+from core.indexing import CommandError, IndexOptions, plan_update, run_index
+from core.persist import json_from_bytes, json_to_bytes, load_index, save_index
+from core.sources import SOURCES_FILE, SourceEntry, read_sources
+from core.strategies.registry import register_strategy
+from core.types import Document, Retrieved
+from tests.pdf_bytes import minimal_pdf
+
+REPO = Path(__file__).resolve().parents[2]
+SUMMARY = re.compile(
+    r"(\d+) files read; (\d+) documents indexed \((\d+) added, (\d+) changed, (\d+) deleted, "
+    r"(\d+) unchanged\); (\d+) skipped, (\d+) failed; [\d.]+ s"
+)
+
+HALDEN = (
+    "# Oskar Halden\n\nOskar Halden was a Norwegian glaciologist who founded the Halden Institute for "
+    "Polar Studies in Tromso in 1962. He spent eleven winters on the Svalbard ice cap.\n"
+)
+VARGA = (
+    "# Ilona Varga\n\nIlona Varga is a Hungarian astronomer at the Marrowick Observatory. She discovered "
+    "the comet Varga-Lind in 1987.\n"
+)
+BAKERY = (
+    "The Brindle Street Bakery in Leeds bakes sourdough rye loaves every morning. Its owner, Tomas "
+    "Quill, opened the shop in 2011.\n"
+)
+PEOPLE = [
+    {
+        "id": "p-ferro",
+        "title": "Marco Ferro",
+        "text": "Marco Ferro is an Italian violin maker in Cremona who restored the Aurelio violin.",
+        "tenant": "acme",
+    },
+    {
+        "title": "Saanvi Rao",
+        "text": "Saanvi Rao chairs the Kestrel Robotics board and designed an underwater drone.",
+        "tenant": "globex",
+    },
+]
+PDF_LINES = [
+    "Wenonah Castell designs tidal turbines at the Orkney Marine Works.",
+    "She built the first in 2019.",
+]
+
+
+def _has_pypdf() -> bool:
+    try:
+        import pypdf  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def write_corpus(root: Path, *, bad_file: bool = True, pdf: bool = True) -> Path:
+    """A small folder of documents (and a file that cannot be read, and one that is skipped)."""
+    (root / "notes").mkdir(parents=True)
+    (root / "notes" / "halden.md").write_text(HALDEN, encoding="utf-8")
+    (root / "notes" / "varga.md").write_text(VARGA, encoding="utf-8")
+    (root / "bakery.txt").write_text(BAKERY, encoding="utf-8")
+    (root / "people.jsonl").write_text("\n".join(json.dumps(p) for p in PEOPLE) + "\n", encoding="utf-8")
+    (root / "photo.png").write_bytes(b"\x89PNG\r\n")
+    if bad_file:
+        (root / "notes" / "latin1.txt").write_bytes(b"caf\xe9 au lait")
+    if pdf and _has_pypdf():
+        (root / "castell.pdf").write_bytes(minimal_pdf(PDF_LINES))
+    return root
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Runs ``python -m core.cli ARGS`` offline, as a user would run ``bridge-rag``."""
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "ANONYMIZED_TELEMETRY": "False",
+        "PYTHONPATH": str(REPO),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "core.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd or REPO,
+        timeout=600,
+        check=False,
+    )
+
+
+def summary_of(result: subprocess.CompletedProcess[str]) -> dict[str, int]:
+    match = SUMMARY.search(result.stdout)
+    assert match, f"no summary line in {result.stdout!r} (stderr: {result.stderr[-2000:]})"
+    keys = ("files", "indexed", "added", "changed", "deleted", "unchanged", "skipped", "failed")
+    return dict(zip(keys, map(int, match.groups()), strict=True))
+
+
+def query_json(index: Path, question: str, *extra: str) -> dict[str, Any]:
+    result = cli("query", str(index), question, "--json", *extra)
+    assert result.returncode == 0, result.stderr
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+# --------------------------------------------------------------------- real strategies, subprocesses
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, subprocess.CompletedProcess[str]]:
+    """A Bridge-RAG index over the corpus: (corpus, index dir, the index command's result)."""
+    base = tmp_path_factory.mktemp("cli-index")
+    corpus = write_corpus(base / "docs")
+    index = base / "index"
+    return corpus, index, cli("index", str(corpus), "--strategy", "bridge", "--index", str(index))
+
+
+def test_index_reads_every_file_names_the_unreadable_one_and_summarises(
+    built: tuple[Path, Path, subprocess.CompletedProcess[str]],
+) -> None:
+    corpus, index, result = built
+    assert result.returncode == 0, result.stderr
+    pdf = 1 if _has_pypdf() else 0
+    assert summary_of(result) == {
+        "files": 4 + pdf,
+        "indexed": 5 + pdf,
+        "added": 5 + pdf,
+        "changed": 0,
+        "deleted": 0,
+        "unchanged": 0,
+        "skipped": 1,
+        "failed": 1,
+    }
+    assert f"cannot read {corpus / 'notes' / 'latin1.txt'}: not valid UTF-8" in result.stderr
+    record = json.loads((index / SOURCES_FILE).read_text(encoding="utf-8"))
+    assert record["strategy"] == "bridge"
+    assert record["state"] == "complete"
+    assert record["version"] == 1
+    assert record["roots"] == [str(corpus.absolute())]
+    assert record["sources"]["people.jsonl"]["ids"] == ["p-ferro", "people.jsonl#line2"]
+    assert record["sources"]["notes/halden.md"]["sha256"] == sha256_hex(HALDEN)
+    assert "notes/latin1.txt" not in record["sources"]
+    assert (index / "bridge").is_dir()
+    assert (index / "chroma").is_dir()
+
+
+def test_query_prints_ranked_results_with_their_provenance(
+    built: tuple[Path, Path, subprocess.CompletedProcess[str]],
+) -> None:
+    _, index, _ = built
+    result = cli(
+        "query", str(index), "Which glaciologist founded the Halden Institute for Polar Studies?", "-k", "3"
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("3 results from bridge for")
+    first = next(i for i, line in enumerate(lines) if line.startswith("1. "))
+    assert re.match(r"1\. \[\d+\.\d{3}\] notes/halden\.md - Oskar Halden$", lines[first])
+    assert lines[first + 1].startswith("   how: found_by: ")
+    assert "Oskar Halden was a Norwegian glaciologist" in result.stdout
+    assert any(line.startswith("3. ") for line in lines)
+
+
+def test_query_json_ranks_the_expected_document_first(
+    built: tuple[Path, Path, subprocess.CompletedProcess[str]],
+) -> None:
+    _, index, _ = built
+    data = query_json(index, "Who restored the Aurelio violin in Cremona?", "-k", "2")
+    assert data["query"] == "Who restored the Aurelio violin in Cremona?"
+    assert (data["strategy"], data["k"]) == ("bridge", 2)
+    top = data["results"][0]
+    assert set(top) == {"id", "score", "text", "metadata"}
+    assert top["metadata"]["doc_id"] == "p-ferro"
+    assert top["metadata"]["source"] == "people.jsonl"
+    assert top["metadata"]["title"] == "Marco Ferro"
+    assert top["metadata"]["tenant"] == "acme"
+    assert top["metadata"]["found_by"] in {"entity", "hop", "tree", "bridge", "dense"}
+    assert isinstance(top["score"], float)
+    if _has_pypdf():
+        pdf = query_json(index, "Who designs tidal turbines in Orkney?", "-k", "1")
+        assert pdf["results"][0]["metadata"]["source"] == "castell.pdf"
+
+
+def test_query_filter_keeps_only_matching_chunks(
+    built: tuple[Path, Path, subprocess.CompletedProcess[str]],
+) -> None:
+    _, index, _ = built
+    data = query_json(
+        index,
+        "Who restored the Aurelio violin in Cremona?",
+        "-k",
+        "5",
+        "--filter",
+        '{"source": "notes/varga.md"}',
+    )
+    assert data["results"], "the filter's document should still be returned"
+    assert {r["metadata"]["source"] for r in data["results"]} == {"notes/varga.md"}
+
+
+def test_index_into_an_existing_index_without_update_exits_2(
+    built: tuple[Path, Path, subprocess.CompletedProcess[str]],
+) -> None:
+    corpus, index, _ = built
+    before = (index / SOURCES_FILE).read_bytes()
+    result = cli("index", str(corpus), "--strategy", "bridge", "--index", str(index))
+    assert result.returncode == 2
+    assert "bridge-rag index: error:" in result.stderr
+    assert "already holds a bridge index" in result.stderr
+    assert "--update" in result.stderr
+    assert (index / SOURCES_FILE).read_bytes() == before
+
+
+def test_bad_filters_exit_2(built: tuple[Path, Path, subprocess.CompletedProcess[str]]) -> None:
+    _, index, _ = built
+    result = cli("query", str(index), "violin", "--filter", '{"source": ')
+    assert result.returncode == 2
+    assert "bridge-rag query: error: --filter is not valid JSON" in result.stderr
+
+
+def test_strict_stops_before_anything_is_written(tmp_path: Path) -> None:
+    corpus = write_corpus(tmp_path / "docs", pdf=False)
+    index = tmp_path / "index"
+    result = cli("index", str(corpus), "--strategy", "bridge", "--index", str(index), "--strict")
+    assert result.returncode == 2
+    assert "bridge-rag index: error: --strict" in result.stderr
+    assert str(corpus / "notes" / "latin1.txt") in result.stderr
+    assert not index.exists()
+
+
+def test_empty_folder_exits_2_without_creating_the_index(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "readme.rst").write_text("not supported", encoding="utf-8")
+    index = tmp_path / "index"
+    result = cli("index", str(tmp_path / "empty"), "--strategy", "umg", "--index", str(index))
+    assert result.returncode == 2
+    assert "bridge-rag index: error: no .txt, .md, .jsonl, .pdf files" in result.stderr
+    assert "1 other files skipped" in result.stderr
+    assert not index.exists()
+
+
+def test_unknown_strategy_exits_2_listing_the_valid_ones(tmp_path: Path) -> None:
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    result = cli("index", str(corpus), "--strategy", "graphzilla", "--index", str(tmp_path / "index"))
+    assert result.returncode == 2
+    assert "no strategy named 'graphzilla'; choose one of: bridge, bubble, umg" in result.stderr
+    assert not (tmp_path / "index").exists()
+
+
+def test_query_on_a_directory_that_is_not_an_index_exits_2(tmp_path: Path) -> None:
+    result = cli("query", str(tmp_path), "anything")
+    assert result.returncode == 2
+    assert (
+        f"bridge-rag query: error: {tmp_path} is not a bridge-rag index; build one with "
+        f"`bridge-rag index PATH --index {tmp_path}`"
+    ) in result.stderr
+
+
+def test_update_adds_changed_new_and_deletes_vanished_files(tmp_path: Path) -> None:
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    index = tmp_path / "index"
+    first = cli("index", str(corpus), "--strategy", "bridge", "--index", str(index))
+    assert first.returncode == 0, first.stderr
+    (corpus / "notes" / "halden.md").write_text(
+        HALDEN + "He retired in 1990 and bred Arctic foxes on the island of Senja.\n", encoding="utf-8"
+    )
+    (corpus / "bakery.txt").unlink()
+    (corpus / "notes" / "ferries.md").write_text(
+        "# Quill Ferries\n\nQuill Ferries runs the night boat from Hull to Rotterdam.\n", encoding="utf-8"
+    )
+    update = cli("index", "--index", str(index), "--update")  # PATHs default to the recorded ones
+    assert update.returncode == 0, update.stderr
+    assert summary_of(update) == {
+        "files": 4,
+        "indexed": 2,
+        "added": 1,
+        "changed": 1,
+        "deleted": 1,
+        "unchanged": 3,  # varga.md and the two people.jsonl lines: not re-embedded
+        "skipped": 1,
+        "failed": 0,
+    }
+    record = read_sources(index)
+    assert record is not None
+    assert record.state == "complete"
+    assert set(record.sources) == {"notes/halden.md", "notes/varga.md", "people.jsonl", "notes/ferries.md"}
+    foxes = query_json(index, "Who bred Arctic foxes on Senja?", "-k", "1")
+    assert foxes["results"][0]["metadata"]["source"] == "notes/halden.md"
+    assert "Arctic foxes" in foxes["results"][0]["text"]
+    every = query_json(index, "sourdough bakery in Leeds", "-k", "10")
+    sources = {r["metadata"]["source"] for r in every["results"]}
+    assert "bakery.txt" not in sources
+    assert "notes/ferries.md" in sources
+
+
+def test_umg_and_bubble_index_and_answer(tmp_path: Path) -> None:
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    for name, keys in (
+        ("umg", {"granularity", "expert_scores"}),
+        ("bubble", {"found_by", "covered_concepts"}),
+    ):
+        index = tmp_path / name
+        result = cli(
+            "index", str(corpus), "--strategy", name, "--index", str(index), "--collection", f"c_{name}"
+        )
+        assert result.returncode == 0, result.stderr
+        assert summary_of(result)["added"] == 5
+        assert (index / name).is_dir()
+        data = query_json(index, "Which astronomer discovered the comet Varga-Lind?", "-k", "2")
+        assert data["strategy"] == name
+        top = data["results"][0]
+        assert top["metadata"]["source"] == "notes/varga.md"
+        assert keys <= set(top["metadata"]), sorted(top["metadata"])
+
+
+# --------------------------------------------------------------------- in-process, over a fake strategy
+
+
+class JournalFake:
+    """A persisted word-overlap strategy (its documents saved as a generation under ``DIR/<name>``).
+
+    ``fail`` makes the next matching call raise: ``"build"`` in :meth:`from_documents` after the
+    index directory was written to, ``"add"`` in :meth:`add_documents` (after the deletions
+    were saved: a crash between the two).
+    """
+
+    name: ClassVar[str] = "journal-fake"
+    provenance_keys: ClassVar[frozenset[str]] = frozenset({"found_by"})
+    fail: ClassVar[str | None] = None
+    adds: ClassVar[list[list[str]]] = []
+
+    def __init__(self, directory: Path, docs: dict[str, Document]) -> None:
+        self.directory = directory
+        self.docs = docs
+
+    @property
+    def default_k(self) -> int:
+        return 4
+
+    @classmethod
+    def from_documents(
+        cls, documents: Iterable[Document], *, persist_directory: Any = None, store: Any = None, **_: Any
+    ) -> JournalFake:
+        rag = cls(Path(persist_directory) / cls.name, {})
+        rag.directory.mkdir(parents=True)
+        if JournalFake.fail == "build":
+            JournalFake.fail = None
+            raise RuntimeError("simulated failure in the middle of a build")
+        rag.add_documents(list(documents))
+        return rag
+
+    @classmethod
+    def from_store(cls, store: Any, **_: Any) -> JournalFake:
+        raise NotImplementedError
+
+    @classmethod
+    def load(cls, path: Any, *, store: Any = None, refresh_interval: float | None = 1.0) -> JournalFake:
+        assert refresh_interval is None, "the CLI loads without following the writer"
+        directory = Path(path) / cls.name
+        data = json_from_bytes(load_index(directory, kind="fake", version=1)[1]["docs.json"])
+        return cls(directory, {i: Document(text=t, id=i) for i, t in data.items()})
+
+    def add_documents(self, documents: Sequence[Document]) -> list[str]:
+        if JournalFake.fail == "add":
+            JournalFake.fail = None
+            raise RuntimeError("simulated crash between delete_documents and add_documents")
+        ids = [str(d.id) for d in documents]
+        clash = sorted(set(ids) & set(self.docs))
+        if clash:
+            raise ValueError(f"document ids already indexed: {clash}")
+        self.docs.update({str(d.id): d for d in documents})
+        JournalFake.adds.append(ids)
+        self.save(self.directory)
+        return ids
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> int:
+        gone = [i for i in doc_ids if self.docs.pop(i, None) is not None]  # unknown ids: ignored
+        self.save(self.directory)
+        return len(gone)
+
+    def save(self, path: Any) -> None:
+        save_index(
+            path,
+            {"docs.json": json_to_bytes({i: d.text for i, d in self.docs.items()})},
+            {},
+            kind="fake",
+            version=1,
+        )
+
+    def retrieve(self, query: str, k: int | None = None, **options: Any) -> list[Retrieved]:
+        return []
+
+    def retrieve_by_vector(
+        self, query: str, query_vector: Any, k: int | None = None, **options: Any
+    ) -> list[Retrieved]:
+        return []
+
+
+@pytest.fixture
+def fake() -> type[JournalFake]:
+    name = f"journal-fake-{uuid.uuid4().hex[:8]}"
+    cls = type("JournalFakeCopy", (JournalFake,), {"name": name})
+    register_strategy(cls)  # type: ignore[arg-type]
+    JournalFake.fail = None
+    JournalFake.adds = []
+    return cls  # type: ignore[return-value]
+
+
+def _run(
+    corpus: Path,
+    index: Path,
+    strategy: str | None,
+    *,
+    update: bool = False,
+    paths: Sequence[str] | None = None,
+) -> indexing.IndexSummary:
+    options = IndexOptions(
+        paths=[str(corpus)] if paths is None else paths,
+        index_dir=str(index),
+        strategy=strategy,
+        update=update,
+        progress=False,
+    )
+    import io
+
+    return run_index(options, out=io.StringIO(), err=io.StringIO())
+
+
+def _stored(index: Path, fake: type[JournalFake]) -> dict[str, str]:
+    data: dict[str, str] = json_from_bytes(
+        load_index(index / fake.name, kind="fake", version=1)[1]["docs.json"]
+    )
+    return data
+
+
+def test_failed_first_build_removes_the_directory_it_created(tmp_path: Path, fake: type[JournalFake]) -> None:
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    JournalFake.fail = "build"
+    with pytest.raises(RuntimeError, match="simulated failure"):
+        _run(corpus, tmp_path / "new" / "index", fake.name)
+    assert not (tmp_path / "new" / "index").exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "mine.txt").write_text("the user's own file", encoding="utf-8")
+    JournalFake.fail = "build"
+    with pytest.raises(RuntimeError, match="simulated failure"):
+        _run(corpus, kept, fake.name)
+    assert sorted(p.name for p in kept.iterdir()) == ["mine.txt"]
+
+
+def test_crash_between_delete_and_add_is_repaired_by_the_next_update(
+    tmp_path: Path, fake: type[JournalFake]
+) -> None:
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    index = tmp_path / "index"
+    _run(corpus, index, fake.name)
+    (corpus / "bakery.txt").write_text("The bakery now sells bagels.", encoding="utf-8")
+    JournalFake.fail = "add"
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        _run(corpus, index, None, update=True)
+    record = read_sources(index)
+    assert record is not None
+    assert record.state == "updating"
+    assert record.sources["bakery.txt"].pending
+    assert "bakery.txt" not in _stored(index, fake)  # deleted, not yet re-added
+    (corpus / "bakery.txt").write_text(BAKERY, encoding="utf-8")  # even reverted, it is re-added
+    summary = _run(corpus, index, None, update=True)
+    assert (summary.changed, summary.added, summary.unchanged) == (1, 0, 4)
+    assert _stored(index, fake)["bakery.txt"] == BAKERY
+    record = read_sources(index)
+    assert record is not None
+    assert record.state == "complete"
+    assert not record.sources["bakery.txt"].pending
+
+
+def test_crash_after_the_strategy_saved_but_before_the_record_is_repaired(
+    tmp_path: Path, fake: type[JournalFake], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    index = tmp_path / "index"
+    _run(corpus, index, fake.name)
+    (corpus / "notes" / "new.md").write_text("# New\n\nA new note.", encoding="utf-8")
+    (corpus / "notes" / "varga.md").unlink()
+    calls = []
+
+    def crash_on_final_write(directory: Any, record: Any) -> None:
+        calls.append(record.state)
+        if record.state == "complete":
+            raise KeyboardInterrupt  # the process dies before the final record is written
+        real_write(directory, record)
+
+    real_write = indexing.write_sources
+    monkeypatch.setattr(indexing, "write_sources", crash_on_final_write)
+    with pytest.raises(KeyboardInterrupt):
+        _run(corpus, index, None, update=True)
+    monkeypatch.setattr(indexing, "write_sources", real_write)
+    assert calls == ["updating", "complete"]
+    assert "notes/new.md" in _stored(index, fake)  # the strategy has it, the record does not
+    summary = _run(corpus, index, None, update=True)
+    # the journal named both: the new note is re-indexed (its ids deleted first, so no "already
+    # indexed" error), the vanished note's ids are deleted again (harmless)
+    assert (summary.changed, summary.added, summary.deleted) == (1, 0, 1)
+    stored = _stored(index, fake)
+    assert "notes/new.md" in stored
+    assert "notes/varga.md" not in stored
+    assert _run(corpus, index, None, update=True).indexed == 0  # and now everything is recorded
+
+
+def test_update_without_changes_writes_nothing_to_the_strategy(
+    tmp_path: Path, fake: type[JournalFake]
+) -> None:
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    index = tmp_path / "index"
+    first = _run(corpus, index, fake.name)
+    assert (first.added, first.files_read, first.skipped) == (5, 4, 1)
+    generation = (index / fake.name / "CURRENT").read_text()
+    again = _run(corpus, index, None, update=True)
+    assert (again.indexed, again.deleted, again.unchanged) == (0, 0, 5)
+    assert (index / fake.name / "CURRENT").read_text() == generation
+    assert len(JournalFake.adds) == 1  # the first build's only
+
+
+def test_update_errors(tmp_path: Path, fake: type[JournalFake]) -> None:
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    with pytest.raises(CommandError, match="is not a bridge-rag index, so there is nothing to --update"):
+        _run(corpus, tmp_path / "none", None, update=True)
+    index = tmp_path / "index"
+    _run(corpus, index, fake.name)
+    with pytest.raises(CommandError, match=f"holds a {fake.name} index, not bridge"):
+        _run(corpus, index, "bridge", update=True)
+    path = index / SOURCES_FILE
+    path.write_bytes(path.read_bytes().replace(b'"complete"', b'"building"'))
+    with pytest.raises(ValueError, match="checksum does not match"):
+        _run(corpus, index, None, update=True)
+
+
+def test_plan_update_counts_and_journal() -> None:
+    root = Path("/r")
+
+    def rf(source: str, data: str, ids: Sequence[str]) -> ReadFile:
+        return ReadFile(
+            SourceFile(root / source, root, source), sha256_hex(data), [Document(data, id=i) for i in ids]
+        )
+
+    previous = {
+        "same.md": SourceEntry("/r", sha256_hex("same"), ("same.md",)),
+        "edit.jsonl": SourceEntry("/r", sha256_hex("old"), ("a", "b")),
+        "gone.md": SourceEntry("/r", sha256_hex("gone"), ("gone.md",)),
+        "broken.md": SourceEntry("/r", sha256_hex("broken"), ("broken.md",)),
+        "pending.md": SourceEntry("/r", None, ("pending.md",)),
+    }
+    plan = plan_update(
+        previous,
+        [
+            rf("same.md", "same", ["same.md"]),
+            rf("edit.jsonl", "new", ["b", "c"]),
+            rf("pending.md", "p", ["pending.md"]),
+        ],
+        failed={"broken.md"},
+    )
+    s = plan.summary
+    assert (s.unchanged, s.changed, s.added, s.deleted) == (1, 2, 1, 2)
+    assert sorted(plan.delete_ids) == ["a", "b", "c", "gone.md", "pending.md"]
+    assert [d.id for d in plan.add] == ["b", "c", "pending.md"]
+    assert plan.pending["edit.jsonl"] == SourceEntry("/r", None, ("a", "b", "c"))
+    assert plan.pending["gone.md"].pending
+    assert set(plan.entries) == {"same.md", "edit.jsonl", "pending.md", "broken.md"}
+    assert plan.entries["edit.jsonl"].ids == ("b", "c")
+
+
+def test_cli_main_maps_command_errors_to_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from core.cli import main
+
+    assert (
+        main(["index", str(tmp_path / "missing"), "--strategy", "bridge", "--index", str(tmp_path / "i")])
+        == 2
+    )
+    assert "bridge-rag index: error: " in capsys.readouterr().err
+    assert main(["query", str(tmp_path), "q", "--filter", "[1]"]) == 2
+    assert "--filter must be a JSON object" in capsys.readouterr().err
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_an_interrupted_first_build_is_named_as_such(tmp_path: Path, fake: type[JournalFake]) -> None:
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    index = tmp_path / "index"
+    _run(corpus, index, fake.name)
+    shutil.rmtree(index / fake.name)  # as if killed before the strategy's first save
+    path = index / SOURCES_FILE
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["state"] = "building"
+    body = {k: v for k, v in data.items() if k != "checksum"}
+    path.write_bytes(json_to_bytes({**body, "checksum": sha256_hex(json_to_bytes(body))}))
+    for update in (False, True):
+        with pytest.raises(CommandError, match="holds a first build that did not finish"):
+            _run(corpus, index, fake.name, update=update)
