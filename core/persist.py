@@ -27,13 +27,14 @@ import hashlib
 import io
 import json
 import math
+import mmap
 import os
 import re
 import secrets
 import shutil
 import tokenize
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,9 +44,13 @@ import numpy.typing as npt
 
 __all__ = [
     "FORMAT",
+    "MAP_MIN_BYTES",
     "CorruptIndexError",
+    "FileData",
+    "IndexFiles",
     "array_from_bytes",
     "array_to_bytes",
+    "array_view",
     "atomic_write_bytes",
     "current_generation",
     "json_from_bytes",
@@ -66,6 +71,15 @@ _TMP_RE = re.compile(r"gen-\d{6,}\.tmp-[0-9a-f]+")
 _SHA_RE = re.compile(r"[0-9a-f]{64}")
 _KEEP = 2  # generations kept after a save: the new one and the previous one
 _NPY_MAGIC = b"\x93NUMPY"
+
+#: Index files at least this large whose names end in one of :data:`MAPPED_SUFFIXES` are
+#: memory-mapped read-only when a generation is loaded (smaller ones, under a page, are read
+#: into memory: mapping them would share nothing).
+MAP_MIN_BYTES = 4096
+MAPPED_SUFFIXES = (".npy", ".faiss")
+
+#: The contents of one index file: bytes, or a read-only view of the memory-mapped file.
+FileData = bytes | memoryview
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -162,30 +176,21 @@ def array_to_bytes(a: npt.NDArray[Any]) -> bytes:
     return buffer.getvalue()
 
 
-def array_from_bytes(
-    b: bytes | bytearray | memoryview, *, dtype: npt.DTypeLike | None = None, ndim: int | None = None
-) -> npt.NDArray[Any]:
-    """Reads an array written by :func:`array_to_bytes`, never unpickling anything.
+def _npy_layout(data: memoryview) -> tuple[np.dtype[Any], tuple[int, ...], bool, int]:
+    """Parses and checks a ``.npy`` header: ``(dtype, shape, fortran_order, data offset)``.
 
-    Args:
-        b: ``.npy`` bytes.
-        dtype: The dtype the array must have, or None to accept any.
-        ndim: The number of dimensions it must have, or None to accept any.
-
-    Returns:
-        A new, writable array.
-
-    Raises:
-        ValueError: The bytes are not a complete ``.npy`` array, hold pickled objects, have
-            trailing data, or the dtype / ndim differ from the expected ones.
+    The header is parsed here and the data length checked against it before anything is
+    allocated, so a damaged header can neither raise an unexpected error nor ask for
+    terabytes of memory.
     """
-    data = bytes(b)
-    if not data.startswith(_NPY_MAGIC):
+    if bytes(data[: len(_NPY_MAGIC)]) != _NPY_MAGIC:
         raise ValueError("not a .npy array (bad magic bytes)")
-    buffer = io.BytesIO(data)
-    # The header is parsed here and the data length checked against it before anything is
-    # allocated, so a damaged header can neither raise an unexpected error nor ask for
-    # terabytes of memory.
+    # Only the header is copied: 10 or 12 bytes of prefix plus the length they announce.
+    prefix = bytes(data[:12])
+    header_end = 10 + int.from_bytes(prefix[8:10], "little")
+    if prefix[6:7] == b"\x02" and len(prefix) == 12:
+        header_end = 12 + int.from_bytes(prefix[8:12], "little")
+    buffer = io.BytesIO(bytes(data[: min(header_end, len(data))]))
     try:
         with warnings.catch_warnings():  # a damaged dtype can name a deprecated alias ("<a8")
             warnings.simplefilter("error")
@@ -211,23 +216,74 @@ def array_from_bytes(
         raise ValueError("malformed .npy array: it holds Python objects, which would need pickle")
     if found.itemsize == 0:
         raise ValueError(f"malformed .npy array: zero-size items (dtype {found})")
-    count = math.prod(shape)
-    expected, present = count * found.itemsize, len(data) - buffer.tell()
+    offset = buffer.tell()
+    expected, present = math.prod(shape) * found.itemsize, len(data) - offset
     if present < expected:
         raise ValueError(
             f"malformed .npy array: truncated ({present} data bytes, the header announces {expected})"
         )
     if present > expected:
         raise ValueError(f"malformed .npy array: {present - expected} trailing bytes")
-    flat = np.frombuffer(data, dtype=found, count=count, offset=buffer.tell())
+    return found, shape, fortran_order, offset
+
+
+def array_view(
+    b: bytes | bytearray | memoryview | mmap.mmap,
+    *,
+    dtype: npt.DTypeLike | None = None,
+    ndim: int | None = None,
+) -> npt.NDArray[Any]:
+    """A read-only array over ``.npy`` bytes without copying them, never unpickling anything.
+
+    Over a memory-mapped index file (:class:`IndexFiles`) the array shares the page cache
+    with every other process that maps the same file, so N workers hold one copy.
+
+    Args:
+        b: ``.npy`` bytes, or a buffer over them (a memory map).
+        dtype: The dtype the array must have, or None to accept any.
+        ndim: The number of dimensions it must have, or None to accept any.
+
+    Returns:
+        A read-only array that keeps ``b`` alive.
+
+    Raises:
+        ValueError: As :func:`array_from_bytes`.
+    """
+    data = memoryview(b).cast("B") if not isinstance(b, memoryview) else b.cast("B")
+    found, shape, fortran_order, offset = _npy_layout(data)
+    flat = np.frombuffer(data, dtype=found, count=math.prod(shape), offset=offset)
     array = flat.reshape(shape[::-1]).T if fortran_order else flat.reshape(shape)
     if dtype is not None and array.dtype != np.dtype(dtype):
         raise ValueError(f"expected an array of dtype {np.dtype(dtype)}, got {array.dtype}")
     if ndim is not None and array.ndim != ndim:
         raise ValueError(f"expected a {ndim}-D array, got shape {array.shape}")
-    if not array.flags.writeable:
-        array = array.copy()
+    array.flags.writeable = False
     return array
+
+
+def array_from_bytes(
+    b: bytes | bytearray | memoryview | mmap.mmap,
+    *,
+    dtype: npt.DTypeLike | None = None,
+    ndim: int | None = None,
+) -> npt.NDArray[Any]:
+    """Reads an array written by :func:`array_to_bytes` into a new array, never unpickling anything.
+
+    :func:`array_view` reads it without a copy (read-only).
+
+    Args:
+        b: ``.npy`` bytes.
+        dtype: The dtype the array must have, or None to accept any.
+        ndim: The number of dimensions it must have, or None to accept any.
+
+    Returns:
+        A new, writable array.
+
+    Raises:
+        ValueError: The bytes are not a complete ``.npy`` array, hold pickled objects, have
+            trailing data, or the dtype / ndim differ from the expected ones.
+    """
+    return array_view(b, dtype=dtype, ndim=ndim).copy()
 
 
 def json_to_bytes(obj: Any) -> bytes:
@@ -328,6 +384,60 @@ def _fsync_path(path: Path) -> None:
 def _inside(path: Path, directory: Path) -> bool:
     real, base = os.path.realpath(path), os.path.realpath(directory)
     return os.path.commonpath([real, base]) == base
+
+
+class IndexFiles(Mapping[str, FileData]):
+    """The files of one loaded generation, every one verified against its SHA-256.
+
+    Small files are read into memory (``bytes``). Large arrays (``.npy`` and ``.faiss`` files
+    of at least :data:`MAP_MIN_BYTES`) are memory-mapped read-only (``memoryview``), so the
+    worker processes of one machine that load the same generation share one copy of them in
+    the page cache; :func:`array_view` reads such a file without copying it.
+
+    The guarantee behind the mapping: a file's SHA-256 is computed over the mapped bytes
+    themselves before anything reads them, and the files of a committed generation are
+    never written again (a save writes a new generation; pruning an old one unlinks its
+    files, which leaves existing mappings intact). So what a worker reads is what was
+    verified. A file replaced by hand under a running worker is outside that guarantee.
+    """
+
+    def __init__(
+        self, directory: Path, data: Mapping[str, FileData], identities: Mapping[str, tuple[int, int]]
+    ):
+        self.directory = directory
+        self._data = dict(data)
+        self._identities = dict(identities)
+
+    def __getitem__(self, name: str) -> FileData:
+        return self._data[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def is_mapped(self, name: str) -> bool:
+        """Whether ``name`` is memory-mapped (rather than read into memory)."""
+        return isinstance(self._data.get(name), memoryview)
+
+    def open_verified(self, name: str) -> int:
+        """Opens the verified file ``name`` read-only, for a library that maps it itself.
+
+        Returns:
+            A file descriptor of the very file that was verified (the caller closes it).
+
+        Raises:
+            CorruptIndexError: The path now names another file than the one verified.
+            KeyError: No such file in the generation.
+        """
+        identity = self._identities[name]
+        fd = os.open(self.directory / name, os.O_RDONLY)
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != identity:
+            os.close(fd)
+            raise CorruptIndexError(f"index file {name!r} was replaced after it was verified; load again")
+        return fd
 
 
 # --------------------------------------------------------------------- save
@@ -435,9 +545,33 @@ def _prune(root: Path, *, keep_current: str, keep_previous: str | None) -> None:
 # --------------------------------------------------------------------- load
 
 
+def _read_verified(
+    file_path: Path, name: str, entry: Mapping[str, Any], generation: str, *, memory_map: bool
+) -> tuple[FileData, tuple[int, int]]:
+    """Reads (or maps) one index file and checks its size and SHA-256 over the bytes read."""
+    try:
+        with open(file_path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            size = st.st_size
+            if size != entry["bytes"]:
+                data: FileData = b""
+            elif memory_map and size >= max(MAP_MIN_BYTES, 1) and name.endswith(MAPPED_SUFFIXES):
+                data = memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
+            else:
+                data = fh.read()
+    except OSError as err:  # removed while we read it
+        raise CorruptIndexError(f"index file {name!r} in {generation} could not be read: {err}") from err
+    if size != entry["bytes"] or len(data) != size or hashlib.sha256(data).hexdigest() != entry["sha256"]:
+        raise CorruptIndexError(
+            f"index file {name!r} in {generation} is truncated or corrupted "
+            f"({size} bytes, expected {entry['bytes']} with the recorded SHA-256)"
+        )
+    return data, (st.st_dev, st.st_ino)
+
+
 def _load_generation(
-    root: Path, generation: Path, *, kind: str, version: int
-) -> tuple[str, dict[str, Any], dict[str, bytes]]:
+    root: Path, generation: Path, *, kind: str, version: int, memory_map: bool
+) -> tuple[str, dict[str, Any], IndexFiles]:
     if generation.is_symlink() or not _inside(generation, root):
         raise ValueError(f"{generation.name} resolves outside the index directory {str(root)!r}")
     manifest_path = generation / MANIFEST
@@ -467,7 +601,8 @@ def _load_generation(
             f"{generation.name}/{MANIFEST} is malformed: 'files' and 'meta' must be objects"
         )
 
-    files: dict[str, bytes] = {}
+    files: dict[str, FileData] = {}
+    identities: dict[str, tuple[int, int]] = {}
     for name, entry in entries.items():
         _check_file_name(name)
         if (
@@ -486,27 +621,20 @@ def _load_generation(
                 f"index file {name!r} listed in {generation.name}/{MANIFEST} is missing: the generation "
                 "is incomplete or its manifest corrupted"
             )
-        try:
-            data = file_path.read_bytes()
-        except OSError as err:  # removed while we read it
-            raise CorruptIndexError(
-                f"index file {name!r} in {generation.name} could not be read: {err}"
-            ) from err
-        if len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
-            raise CorruptIndexError(
-                f"index file {name!r} in {generation.name} is truncated or corrupted "
-                f"({len(data)} bytes, expected {entry['bytes']} with the recorded SHA-256)"
-            )
-        files[name] = data
-    return generation.name, meta, files
+        files[name], identities[name] = _read_verified(
+            file_path, name, entry, generation.name, memory_map=memory_map
+        )
+    return generation.name, meta, IndexFiles(generation, files, identities)
 
 
-def _load_newest(root: Path, *, kind: str, version: int) -> tuple[str, dict[str, Any], dict[str, bytes]]:
+def _load_newest(
+    root: Path, *, kind: str, version: int, memory_map: bool
+) -> tuple[str, dict[str, Any], IndexFiles]:
     """Loads the newest complete generation, skipping incomplete or damaged ones."""
     first_error: CorruptIndexError | None = None
     for _, generation in reversed(_generations(root)):
         try:
-            return _load_generation(root, generation, kind=kind, version=version)
+            return _load_generation(root, generation, kind=kind, version=version, memory_map=memory_map)
         except CorruptIndexError as err:
             first_error = first_error or err
     if first_error is not None:
@@ -526,8 +654,8 @@ def current_generation(path: str | os.PathLike[str]) -> str | None:
 
 
 def load_index(
-    path: str | os.PathLike[str], *, kind: str, version: int
-) -> tuple[dict[str, Any], dict[str, bytes]]:
+    path: str | os.PathLike[str], *, kind: str, version: int, memory_map: bool = True
+) -> tuple[dict[str, Any], IndexFiles]:
     """Loads the current generation of an index directory, checking every byte.
 
     :func:`load_index_generation` also says which generation it was.
@@ -542,9 +670,11 @@ def load_index(
         path: The index directory.
         kind: The expected index kind.
         version: The format version this code reads.
+        memory_map: Map large arrays read-only instead of reading them into memory
+            (:class:`IndexFiles`); False reads every file into private memory.
 
     Returns:
-        ``(meta, files)``: the ``manifest`` given to :func:`save_index` and the file contents.
+        ``(meta, files)``: the ``manifest`` given to :func:`save_index` and the verified files.
 
     Raises:
         FileNotFoundError: ``path`` does not exist or holds no saved index.
@@ -552,13 +682,13 @@ def load_index(
             a missing, truncated or corrupted file (:class:`CorruptIndexError`, which names
             the file).
     """
-    _, meta, files = load_index_generation(path, kind=kind, version=version)
+    _, meta, files = load_index_generation(path, kind=kind, version=version, memory_map=memory_map)
     return meta, files
 
 
 def load_index_generation(
-    path: str | os.PathLike[str], *, kind: str, version: int
-) -> tuple[str, dict[str, Any], dict[str, bytes]]:
+    path: str | os.PathLike[str], *, kind: str, version: int, memory_map: bool = True
+) -> tuple[str, dict[str, Any], IndexFiles]:
     """:func:`load_index`, with the name of the generation loaded (``"gen-000003"``).
 
     Raises:
@@ -573,7 +703,7 @@ def load_index_generation(
     for attempt in range(3):
         current = _read_current(root)
         if current is None:
-            return _load_newest(root, kind=kind, version=version)
+            return _load_newest(root, kind=kind, version=version, memory_map=memory_map)
         generation = root / current
         if not generation.is_dir():
             warnings.warn(
@@ -582,9 +712,9 @@ def load_index_generation(
                 RuntimeWarning,
                 stacklevel=2,
             )
-            return _load_newest(root, kind=kind, version=version)
+            return _load_newest(root, kind=kind, version=version, memory_map=memory_map)
         try:
-            return _load_generation(root, generation, kind=kind, version=version)
+            return _load_generation(root, generation, kind=kind, version=version, memory_map=memory_map)
         except CorruptIndexError:
             # A concurrent save may have replaced and pruned this generation while we read it.
             if attempt == 2 or _read_current(root) == current:

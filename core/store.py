@@ -21,8 +21,9 @@ import json
 import math
 import os
 import re
+import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -269,10 +270,58 @@ class ChunkStore:
     """
 
     def __init__(self, collection: Any) -> None:
-        self.collection: Any = collection
-        self.client: Any = None
+        self._collection: Any = collection
+        self._client: Any = None
         self._owns_client = True
         self._location: dict[str, Any] = {"kind": "collection"}
+        self._opener: Callable[[], ChunkStore] | None = None
+        self._name: str | None = None
+        self._open_lock = threading.Lock()
+
+    @property
+    def collection(self) -> Any:
+        """The wrapped Chroma collection (a deferred store opens it here, on first use)."""
+        if self._collection is None:
+            self._open_deferred()
+        return self._collection
+
+    @property
+    def client(self) -> Any:
+        """The Chroma client this store created, or None when wrapping a collection."""
+        if self._collection is None:
+            self._open_deferred()
+        return self._client
+
+    @client.setter
+    def client(self, value: Any) -> None:
+        self._client = value
+
+    def _open_deferred(self) -> None:
+        with self._open_lock:
+            if self._collection is not None or self._opener is None:
+                return
+            opened = self._opener()
+            self._client, self._owns_client = opened._client, opened._owns_client
+            self._location = opened._location
+            self._collection = opened._collection
+            self._opener = None
+
+    @classmethod
+    def deferred(cls, opener: Callable[[], ChunkStore], name: str, location: Mapping[str, Any]) -> ChunkStore:
+        """A store whose collection is opened by ``opener`` on first use, not now.
+
+        A loaded index answers queries from its own files, so a worker that only queries never
+        imports chromadb or connects to a server; the first write (or any other use of the
+        collection) opens it, and an error opening it surfaces then.
+
+        Args:
+            opener: Opens the store (e.g. ``lambda: ChunkStore.persistent(path, name, create=False)``).
+            name: The collection's name.
+            location: Where it lives (see :attr:`location`).
+        """
+        store = cls(None)
+        store._opener, store._name, store._location = opener, name, dict(location)
+        return store
 
     # ----------------------------------------------------------------- constructors
 
@@ -469,8 +518,15 @@ class ChunkStore:
     # ----------------------------------------------------------------- description
 
     @property
+    def is_deferred(self) -> bool:
+        """True for a :meth:`deferred` store whose collection is not open yet."""
+        return self._collection is None and self._opener is not None
+
+    @property
     def name(self) -> str:
         """The collection's name."""
+        if self._collection is None and self._name is not None:
+            return self._name
         return str(self.collection.name)
 
     @property
@@ -504,6 +560,9 @@ class ChunkStore:
         Other stores opened on the same path in this process share Chroma's system and stop
         working too.
         """
+        if self._collection is None:  # a deferred store never opened
+            self._opener = None
+            return
         if self.client is not None and self._owns_client and hasattr(self.client, "close"):
             self.client.close()
 

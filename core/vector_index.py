@@ -51,6 +51,7 @@ No pickle anywhere.
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -61,7 +62,14 @@ import numpy as np
 import numpy.typing as npt
 
 from core.native.scoring import top_k_products
-from core.persist import array_from_bytes, array_to_bytes, json_from_bytes, json_to_bytes
+from core.persist import (
+    FileData,
+    IndexFiles,
+    array_from_bytes,
+    array_to_bytes,
+    json_from_bytes,
+    json_to_bytes,
+)
 
 faiss: Any = _faiss  # its bundled stubs lack SearchParametersHNSW, IDSelectorBitmap, RandomGenerator
 
@@ -146,6 +154,7 @@ class VectorIndex:
         self._engine = engine
         self._exact: tuple[FloatMatrix, FloatMatrix] | None = None  # (matrix, its indexed rows)
         self._params: dict[int, Any] = {}  # unfiltered search parameters by efSearch (read-only)
+        self._mapped = False  # the engine's vectors are a read-only map of its file (from_files)
         self._refresh()
 
     def _refresh(self) -> None:
@@ -284,6 +293,8 @@ class VectorIndex:
                 self._insert(engine, matrix, merged, deterministic)
                 self._engine, self._rows = engine, merged
         else:
+            if self._mapped:  # faiss cannot grow a mapped file: take an owned copy first
+                self._engine, self._mapped = _owned_copy(self._engine), False
             self._insert(self._engine, matrix, ids, deterministic)
             self._rows = np.concatenate([self._rows, ids])
         self._refresh()
@@ -297,7 +308,9 @@ class VectorIndex:
 
     def copy(self) -> VectorIndex:
         """An independent copy (the graph is cloned): grow the copy while the original serves."""
-        engine = faiss.clone_index(self._engine) if self._engine is not None else None
+        engine = None
+        if self._engine is not None:
+            engine = _owned_copy(self._engine) if self._mapped else faiss.clone_index(self._engine)
         return VectorIndex(
             self._rows.copy(),
             self._dim,
@@ -488,11 +501,17 @@ class VectorIndex:
         return files
 
     @classmethod
-    def from_files(cls, files: Mapping[str, bytes], matrix: FloatMatrix, prefix: str = "") -> VectorIndex:
+    def from_files(cls, files: Mapping[str, FileData], matrix: FloatMatrix, prefix: str = "") -> VectorIndex:
         """Reads :meth:`to_files` output for ``matrix`` (the matrix it was built on).
 
+        From a loaded generation (:class:`core.persist.IndexFiles`) whose engine file is
+        memory-mapped, faiss maps the file too (``IO_FLAG_MMAP_IFC``: the stored vectors stay
+        in the page cache, shared by every worker process that loads the same generation),
+        after the bytes were walked and checked here; the manifest has already verified their
+        SHA-256, over the very file faiss opens.
+
         Args:
-            files: File name -> bytes.
+            files: File name -> bytes (or an :class:`core.persist.IndexFiles`).
             matrix: The vectors; the engine's stored vectors must equal its rows.
             prefix: As given to :meth:`to_files`.
 
@@ -508,7 +527,7 @@ class VectorIndex:
             raise ValueError(f"the vector index files are unusable ({err}); rebuild the index") from err
 
     @classmethod
-    def _from_files(cls, files: Mapping[str, bytes], matrix: FloatMatrix, prefix: str) -> VectorIndex:
+    def _from_files(cls, files: Mapping[str, FileData], matrix: FloatMatrix, prefix: str) -> VectorIndex:
         m = _check_matrix(matrix, check_finite=False)
         head_name = f"{prefix}{HEADER_FILE}"
         if head_name not in files or f"{prefix}{ROWS_FILE}" not in files:
@@ -549,26 +568,53 @@ class VectorIndex:
             return cls(rows, dim, exact_below=exact_below, seed=seed, settings=settings, engine=None)
         if engine_name != ENGINE:
             raise ValueError(f"unknown engine {engine_name!r}")
-        blob = files.get(f"{prefix}{ENGINE_FILE}")
+        engine_file = f"{prefix}{ENGINE_FILE}"
+        blob = files.get(engine_file)
         if blob is None:
-            raise ValueError(f"missing {prefix}{ENGINE_FILE}")
-        data = bytes(blob)
-        if len(data) != header.get("engine_bytes") or hashlib.sha256(data).hexdigest() != header.get(
-            "engine_sha256"
+            raise ValueError(f"missing {engine_file}")
+        data = memoryview(blob)
+        mapped = isinstance(files, IndexFiles) and files.is_mapped(engine_file)
+        if len(data) != header.get("engine_bytes") or (
+            not mapped  # a mapped file's SHA-256 was checked by the manifest, over the same bytes
+            and hashlib.sha256(data).hexdigest() != header.get("engine_sha256")
         ):
             raise ValueError("the engine bytes are truncated or damaged (length or SHA-256 differ)")
-        _validate_hnsw_bytes(data, n, dim, settings, np.ascontiguousarray(m[rows]))
+        in_order = bool(n == m.shape[0] and _sorted(rows))  # rows 0..n-1: no copy to compare
+        _validate_hnsw_bytes(data, n, dim, settings, m if in_order else np.ascontiguousarray(m[rows]))
         try:
-            engine = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
+            if mapped:
+                assert isinstance(files, IndexFiles)
+                engine = _read_mapped(files, engine_file)
+            else:
+                engine = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
         except RuntimeError as err:  # pragma: no cover - the walk above accepts only what faiss reads
             raise ValueError(f"faiss cannot read the engine bytes: {err}") from err
         if not isinstance(engine, faiss.IndexHNSWFlat) or engine.ntotal != n or engine.d != dim:
             raise ValueError("the engine bytes hold a different index")  # pragma: no cover
         engine.hnsw.efSearch = settings.ef_search
-        return cls(rows, dim, exact_below=exact_below, seed=seed, settings=settings, engine=engine)
+        index = cls(rows, dim, exact_below=exact_below, seed=seed, settings=settings, engine=engine)
+        index._mapped = mapped
+        return index
 
 
 # ------------------------------------------------------------------------------ helpers
+
+
+def _owned_copy(engine: Any) -> Any:
+    """A copy of a faiss index in memory of its own (``clone_index`` would keep a mapped view)."""
+    return faiss.deserialize_index(faiss.serialize_index(engine))
+
+
+def _read_mapped(files: IndexFiles, name: str) -> Any:
+    """The engine, read by faiss from the verified file itself, its stored vectors mapped read-only."""
+    fd = files.open_verified(name)
+    try:
+        path = f"/proc/self/fd/{fd}"
+        if not os.path.exists(path):  # pragma: no cover - systems without /proc
+            path = str(files.directory / name)
+        return faiss.read_index(path, faiss.IO_FLAG_MMAP_IFC)
+    finally:
+        os.close(fd)
 
 
 def _sorted(a: IntArray) -> bool:
@@ -648,11 +694,11 @@ def _int_field(header: Mapping[str, Any], name: str, low: int, high: int) -> int
 class _Reader:
     """Walks bytes, checking every read against what is left."""
 
-    def __init__(self, data: bytes) -> None:
-        self.data = data
+    def __init__(self, data: bytes | memoryview) -> None:
+        self.data = memoryview(data)
         self.pos = 0
 
-    def take(self, size: int) -> bytes:
+    def take(self, size: int) -> memoryview:
         if size < 0 or self.pos + size > len(self.data):
             raise ValueError(
                 f"the engine bytes end early (need {size} bytes at {self.pos} of {len(self.data)})"
@@ -684,7 +730,9 @@ def _index_header(r: _Reader, fourcc: bytes, n: int, dim: int) -> None:
         raise ValueError(f"the engine holds {ntotal} x {d} vectors (metric {metric}), expected {n} x {dim}")
 
 
-def _validate_hnsw_bytes(data: bytes, n: int, dim: int, settings: HnswSettings, vectors: FloatMatrix) -> None:
+def _validate_hnsw_bytes(
+    data: bytes | memoryview, n: int, dim: int, settings: HnswSettings, vectors: FloatMatrix
+) -> None:
     """Checks faiss ``IndexHNSWFlat`` bytes completely before faiss reads them.
 
     The layout is faiss's ``write_index``: fourcc ``IHNf``, the index header, the HNSW graph

@@ -20,7 +20,7 @@ import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from core.embed import Embedder
-from core.persist import load_index_generation
+from core.persist import IndexFiles, load_index_generation
 from core.store import ChunkStore, StoredChunks
 from core.types import BuildReport, Document
 
@@ -78,8 +78,8 @@ def default_store(
 
 
 def open_index(
-    path: str | os.PathLike[str], index_name: str, *, kind: str, version: int
-) -> tuple[Path, Path, str, dict[str, Any], dict[str, bytes]]:
+    path: str | os.PathLike[str], index_name: str, *, kind: str, version: int, memory_map: bool = True
+) -> tuple[Path, Path, str, dict[str, Any], IndexFiles]:
     """Reads a saved index given its directory or the persist directory holding it.
 
     Returns:
@@ -87,14 +87,19 @@ def open_index(
     """
     root = Path(path)
     index_dir = root / index_name if (root / index_name).is_dir() else root
-    generation, meta, files = load_index_generation(index_dir, kind=kind, version=version)
+    generation, meta, files = load_index_generation(
+        index_dir, kind=kind, version=version, memory_map=memory_map
+    )
     return root, index_dir, generation, meta, files
 
 
 def store_from_meta(
     root: Path, index_dir: Path, meta: Mapping[str, Any], default_collection: str
 ) -> ChunkStore:
-    """Reopens the Chroma collection an index recorded in its manifest.
+    """The Chroma collection an index recorded in its manifest, opened on first use.
+
+    A loaded index answers queries from its own files; the collection is opened (and chromadb
+    imported) only when the strategy writes to it (:meth:`core.store.ChunkStore.deferred`).
 
     Raises:
         FileNotFoundError: The embedded Chroma data is not where it was.
@@ -105,13 +110,25 @@ def store_from_meta(
     name = str(store_meta.get("collection", default_collection))
     kind = location.get("kind")
     if kind == "http":
-        return ChunkStore.http(str(location.get("host")), int(location.get("port", 8000)), name)
+        host, port = str(location.get("host")), int(location.get("port", 8000))
+        return ChunkStore.deferred(
+            lambda: ChunkStore.http(host, port, name, create=False),
+            name,
+            {"kind": "http", "host": host, "port": port},
+        )
     candidates = [root / "chroma", index_dir.parent / "chroma"]
     if kind == "persistent" and location.get("path"):
         candidates.append(Path(str(location["path"])))
-    found = next((c for c in candidates if c.is_dir()), None)
+    found = next((c for c in candidates if (c / "chroma.sqlite3").is_file()), None)
+    if found is None:
+        found = next((c for c in candidates if c.is_dir()), None)
     if found is not None:
-        return ChunkStore.persistent(found, name, create=False)
+        path = found
+        return ChunkStore.deferred(
+            lambda: ChunkStore.persistent(path, name, create=False),
+            name,
+            {"kind": "persistent", "path": str(path.absolute())},
+        )
     if kind == "persistent":
         raise FileNotFoundError(
             f"no Chroma data for this index under {str(root)!r}; pass store=ChunkStore(...)"

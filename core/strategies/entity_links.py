@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from core.persist import array_from_bytes, array_to_bytes, json_from_bytes, json_to_bytes
+from core.persist import FileData, array_to_bytes, array_view, json_from_bytes, json_to_bytes
 from core.text import normalize_entity, query_ngrams, title_entities
 
 __all__ = [
@@ -131,6 +131,77 @@ class Reached:
     via: list[str] = field(default_factory=list)
 
 
+class Ragged:
+    """Lists of ints: a saved CSR part (read-only arrays, memory-mapped when loaded) plus additions.
+
+    A loaded index keeps its links as the arrays it saved, so a worker neither rebuilds
+    hundreds of thousands of Python lists at load nor holds them privately; what a writer adds
+    since (new lists, or ints appended to any list) lives in a small dict beside them.
+
+    Args:
+        indptr: ``n + 1`` offsets into ``indices`` (None: no saved part).
+        indices: The saved lists' items back to back.
+    """
+
+    def __init__(self, indptr: IntArray | None = None, indices: IntArray | None = None) -> None:
+        self._indptr = np.zeros(1, dtype=np.int64) if indptr is None else indptr
+        self._indices = np.zeros(0, dtype=np.int64) if indices is None else indices
+        self._saved = self._indptr.size - 1
+        self._count = self._saved
+        self._extra: dict[int, list[int]] = {}
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, i: int) -> list[int]:
+        saved = self._indices[self._indptr[i] : self._indptr[i + 1]].tolist() if i < self._saved else []
+        extra = self._extra.get(i)
+        return saved + extra if extra else saved
+
+    def size(self, i: int) -> int:
+        """Length of list ``i`` (without building it)."""
+        saved = int(self._indptr[i + 1] - self._indptr[i]) if i < self._saved else 0
+        return saved + len(self._extra.get(i, ()))
+
+    def append(self, values: Iterable[int]) -> None:
+        """Adds a new list at the end."""
+        self._extra[self._count] = list(values)
+        self._count += 1
+
+    def add(self, i: int, value: int) -> None:
+        """Appends ``value`` to list ``i``."""
+        self._extra.setdefault(i, []).append(value)
+
+    def to_arrays(self) -> tuple[IntArray, IntArray]:
+        """``(indptr, indices)`` of every list."""
+        if not self._extra:
+            return np.asarray(self._indptr, dtype=np.int64), np.asarray(self._indices, dtype=np.int64)
+        lists = [self[i] for i in range(self._count)]
+        indptr = np.zeros(len(lists) + 1, dtype=np.int64)
+        indptr[1:] = np.cumsum([len(x) for x in lists])
+        return indptr, np.asarray([e for x in lists for e in x], dtype=np.int64)
+
+
+def _inverted(units: Ragged, n_entities: int, *, dedupe_with: Ragged | None = None) -> Ragged:
+    """Entity -> units (ascending) of unit -> entity lists, computed with numpy.
+
+    With ``dedupe_with``, a unit's entities are the union of both lists, each counted once.
+    """
+    parts = [units] if dedupe_with is None else [units, dedupe_with]
+    n_units = len(units)
+    keys = []
+    for part in parts:
+        indptr, indices = part.to_arrays()
+        owner = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))
+        keys.append(indices * max(n_units, 1) + owner)  # sorted keys: by entity, then by unit
+    key = np.concatenate(keys)
+    key = np.unique(key) if dedupe_with is not None else np.sort(key, kind="stable")
+    ent_of, unit_of = np.divmod(key, max(n_units, 1))
+    indptr = np.zeros(n_entities + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ent_of, minlength=n_entities), out=indptr[1:])
+    return Ragged(indptr, unit_of)
+
+
 class EntityLinks:
     """The about / mentions links of a set of units (chunks, windows, graph chunks).
 
@@ -141,11 +212,11 @@ class EntityLinks:
     def __init__(self) -> None:
         self.names: list[str] = []
         self.vocab: dict[str, int] = {}
-        self._about: list[list[int]] = []  # entity -> units about it
-        self._mentions: list[list[int]] = []  # entity -> units whose NER names it
-        self._unit_about: list[list[int]] = []  # unit -> its title entities
-        self._unit_entities: list[list[int]] = []  # unit -> its NER entities
-        self._named: list[list[int]] = []  # unit -> every entity it names (NER + names in its text)
+        self._about = Ragged()  # entity -> units about it
+        self._mentions = Ragged()  # entity -> units whose NER names it
+        self._unit_about = Ragged()  # unit -> its title entities
+        self._unit_entities = Ragged()  # unit -> its NER entities
+        self._named = Ragged()  # unit -> every entity it names (NER + names in its text)
 
     # ------------------------------------------------------------------ building
     @property
@@ -166,9 +237,9 @@ class EntityLinks:
         """Appends one unit with its title entities and extracted entities to every list."""
         unit = len(self._unit_about)
         for e in about:
-            self._about[e].append(unit)
+            self._about.add(e, unit)
         for e in dict.fromkeys([*about, *ents]):
-            self._mentions[e].append(unit)
+            self._mentions.add(e, unit)
         self._unit_about.append(about)
         self._unit_entities.append(ents)
 
@@ -221,25 +292,26 @@ class EntityLinks:
             ("entities", self._unit_entities),
             ("named", self._named),
         ):
-            indptr = np.zeros(len(lists) + 1, dtype=np.int64)
-            indptr[1:] = np.cumsum([len(x) for x in lists])
-            arrays[f"{key}_indptr"] = indptr
-            arrays[f"{key}_indices"] = np.asarray([e for x in lists for e in x], dtype=np.int64)
+            arrays[f"{key}_indptr"], arrays[f"{key}_indices"] = lists.to_arrays()
         return list(self.names), arrays
 
     @classmethod
     def from_arrays(cls, names: Sequence[str], arrays: Mapping[str, npt.NDArray[Any]]) -> EntityLinks:
-        """Rebuilds the links saved by :meth:`to_arrays`.
+        """Rebuilds the links saved by :meth:`to_arrays`, over the arrays themselves (no copy).
+
+        The entity -> unit lists are computed from the unit -> entity lists with numpy.
 
         Raises:
             ValueError: Inconsistent arrays (a bad index, lists of different lengths).
         """
         links = cls()
-        if len(set(names)) != len(names) or not all(isinstance(n, str) for n in names):
+        if not all(isinstance(n, str) for n in names):
             raise ValueError("entity names must be distinct strings")
-        for n in names:
-            links._entity(n)
-        per_key: dict[str, list[list[int]]] = {}
+        links.names = list(names)
+        links.vocab = {n: i for i, n in enumerate(links.names)}
+        if len(links.vocab) != len(links.names):
+            raise ValueError("entity names must be distinct strings")
+        per_key: dict[str, Ragged] = {}
         for key in ("about", "entities", "named"):
             indptr = np.asarray(arrays[f"{key}_indptr"], dtype=np.int64)
             indices = np.asarray(arrays[f"{key}_indices"], dtype=np.int64)
@@ -249,14 +321,13 @@ class EntityLinks:
                 indices.size and (indices.min() < 0 or indices.max() >= len(names))
             ):
                 raise ValueError(f"entity links: {key} lists out of range")
-            flat = indices.tolist()
-            bounds = indptr.tolist()
-            per_key[key] = [flat[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
+            per_key[key] = Ragged(indptr, indices)
         if not len(per_key["about"]) == len(per_key["entities"]) == len(per_key["named"]):
             raise ValueError("entity links: the about, entity and named lists cover different units")
-        for about, ents in zip(per_key["about"], per_key["entities"], strict=True):
-            links._register(about, ents)
+        links._unit_about, links._unit_entities = per_key["about"], per_key["entities"]
         links._named = per_key["named"]
+        links._about = _inverted(links._unit_about, len(names))
+        links._mentions = _inverted(links._unit_about, len(names), dedupe_with=links._unit_entities)
         return links
 
     # ------------------------------------------------------------------ querying
@@ -316,7 +387,7 @@ class EntityLinks:
         log_n = math.log(n_units)
 
         def specificity(e: int) -> float:
-            return math.log(n_units / max(1, len(self._mentions[e]))) / log_n
+            return math.log(n_units / max(1, self._mentions.size(e))) / log_n
 
         def follow(
             entities: Iterable[int], about_bonus: float, gained: dict[int, tuple[float, str]], skip: int
@@ -379,7 +450,7 @@ def links_files(links: EntityLinks) -> dict[str, bytes]:
     return files
 
 
-def links_from_files(files: Mapping[str, bytes]) -> EntityLinks:
+def links_from_files(files: Mapping[str, FileData]) -> EntityLinks:
     """Reads the links saved by :func:`links_files`.
 
     Raises:
@@ -390,7 +461,7 @@ def links_from_files(files: Mapping[str, bytes]) -> EntityLinks:
     names = meta.get("names") if isinstance(meta, dict) else None
     if not isinstance(names, list):
         raise ValueError("links.json must hold an object with a list of names")
-    arrays = {key: array_from_bytes(files[f"links_{key}.npy"], dtype=np.int64, ndim=1) for key in _ARRAYS}
+    arrays = {key: array_view(files[f"links_{key}.npy"], dtype=np.int64, ndim=1) for key in _ARRAYS}
     return EntityLinks.from_arrays(names, arrays)
 
 

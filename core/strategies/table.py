@@ -4,6 +4,9 @@ Chroma is the source of truth for texts, metadata and vectors; a strategy keeps 
 indexed in a :class:`ChunkTable` (ids, document ids, texts, metadata, a live mask, the
 normalised embedding matrix, and document -> rows) so that a query never waits on Chroma.
 Rows are appended in index order and never move; deleting a document marks its rows dead.
+Texts and metadata are saved with the index as packed strings (:mod:`core.packed_strings`),
+which a loaded table maps read-only instead of reading them back from Chroma: the workers of
+one machine share them, and a load reads no chunk from the store.
 Updates run under the strategy's write lock and replace the ``alive`` and ``matrix`` arrays
 instead of changing them in place; a query running meanwhile reads each array whole, old or
 new, but may see one array before the update and the other after it (the lists only grow).
@@ -19,6 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from core.filters import MetadataColumns, MetadataFilter
+from core.packed_strings import PackedJson, PackedStrings
+from core.persist import FileData
 from core.store import ChunkStore
 from core.strategies.base import check_text
 from core.strategies.common import (
@@ -38,14 +43,22 @@ __all__ = ["ChunkRows", "ChunkTable", "check_new_documents", "chunk_new_document
 FloatMatrix = npt.NDArray[np.float32]
 
 
+#: File-name stem of the saved row texts and metadata (:meth:`ChunkTable.to_files`).
+_TEXTS, _METADATA = "row_texts", "row_metadata"
+
+
 @dataclass
 class ChunkRows:
-    """A batch of chunk rows (new ones to index, or a table's own) in index order."""
+    """A batch of chunk rows (new ones to index, or a table's own) in index order.
+
+    A batch to index holds lists; a table's own texts and metadata are packed
+    (:class:`core.packed_strings.PackedStrings`), read-only sequences that decode on access.
+    """
 
     ids: list[str] = field(default_factory=list)
     doc_ids: list[str] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
-    metadatas: list[dict[str, Any]] = field(default_factory=list)
+    texts: Sequence[str] = field(default_factory=list)
+    metadatas: Sequence[dict[str, Any]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -63,7 +76,7 @@ class ChunkTable:
     """
 
     def __init__(self, dimension: int) -> None:
-        self.rows = ChunkRows()
+        self.rows = ChunkRows(texts=PackedStrings(), metadatas=PackedJson())
         self.alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
         self.matrix: FloatMatrix = np.zeros((0, dimension), dtype=np.float32)
         self.doc_rows: dict[str, list[int]] = {}
@@ -85,13 +98,13 @@ class ChunkTable:
         return self.rows.doc_ids
 
     @property
-    def texts(self) -> list[str]:
-        """Text of every row."""
+    def texts(self) -> Sequence[str]:
+        """Text of every row (read-only; decoded on access)."""
         return self.rows.texts
 
     @property
-    def metadatas(self) -> list[dict[str, Any]]:
-        """Metadata of every row."""
+    def metadatas(self) -> Sequence[dict[str, Any]]:
+        """Metadata of every row (read-only; each access gives a new dict)."""
         return self.rows.metadatas
 
     @property
@@ -130,10 +143,10 @@ class ChunkTable:
                 f"{len(rows)} rows need a ({len(rows)}, {self.matrix.shape[1]}) matrix, got {vectors.shape}"
             )
         base = len(self)
+        self.rows.texts = _packed_texts(self.rows.texts).extended(rows.texts)
+        self.rows.metadatas = _packed_metadata(self.rows.metadatas).extended(rows.metadatas)
         self.rows.ids += rows.ids
         self.rows.doc_ids += rows.doc_ids
-        self.rows.texts += rows.texts
-        self.rows.metadatas += rows.metadatas
         for i, (cid, did) in enumerate(zip(rows.ids, rows.doc_ids, strict=True)):
             self.id_to_row[cid] = base + i
             self.doc_rows.setdefault(did, []).append(base + i)
@@ -164,8 +177,15 @@ class ChunkTable:
             "alive": self.alive.astype(int).tolist(),
         }
         if with_texts:
-            data["texts"] = self.rows.texts
+            data["texts"] = list(self.rows.texts)
         return data
+
+    def to_files(self) -> dict[str, bytes]:
+        """The rows' texts and metadata as packed-string files (saved beside :meth:`to_json`)."""
+        return {
+            **PackedStrings.to_files(self.rows.texts, _TEXTS),
+            **PackedJson.to_files(self.rows.metadatas, _METADATA),
+        }
 
     @classmethod
     def restore(
@@ -176,19 +196,58 @@ class ChunkTable:
         store: ChunkStore | None,
         what: str = "chunks",
         texts: Sequence[str] | None = None,
+        files: Mapping[str, FileData] | None = None,
     ) -> ChunkTable:
-        """Rebuilds a table saved with :meth:`to_json`, reading live rows' texts and metadata from Chroma.
+        """Rebuilds a table saved with :meth:`to_json` and :meth:`to_files`.
+
+        Texts and metadata come from the saved files (memory-mapped when ``files`` are an
+        :class:`core.persist.IndexFiles`); an index saved before they were saved reads the
+        live rows' texts and metadata from Chroma instead.
 
         Args:
             data: The saved ids, document ids and live mask.
             matrix: The saved embedding matrix.
             store: The Chroma collection holding the chunks (None: ``texts`` are given).
             what: What the rows are, for error messages.
-            texts: Saved texts, for a table without a store.
+            texts: Saved texts, for a table saved without a store before the texts files existed.
+            files: The index files, which hold :meth:`to_files` output in current saves.
 
         Raises:
             ValueError: The saved parts disagree in size, or the collection lacks a live row.
         """
+        if files is not None and f"{_TEXTS}.npy" in files:
+            try:
+                packed_texts = PackedStrings.from_files(files, _TEXTS)
+                packed_meta = PackedJson.from_files(files, _METADATA)
+            except KeyError as exc:
+                raise ValueError(f"the index is missing {exc}; rebuild it") from exc
+            table = cls._restore_rows(data, matrix, packed_texts, packed_meta)
+            if store is not None and not store.is_deferred:
+                _check_store_holds(store, table, what)
+            return table
+        n = len(data.get("ids", ())) if isinstance(data, Mapping) else 0
+        row_texts = [str(t) for t in texts] if texts is not None else [""] * n
+        metas: list[dict[str, Any]] = [{} for _ in range(n)]
+        if store is not None:
+            ids = [str(x) for x in data.get("ids", ())]
+            alive = np.asarray(data.get("alive", []), dtype=bool)
+            if alive.shape == (n,):
+                stored = read_from_store(store, [ids[i] for i in range(n) if alive[i]], what)
+                if stored is not None:
+                    lookup = {cid: i for i, cid in enumerate(ids)}
+                    for cid, text, meta in zip(stored.ids, stored.texts, stored.metadatas, strict=True):
+                        row_texts[lookup[cid]] = text or ""
+                        metas[lookup[cid]] = dict(meta or {})
+        return cls._restore_rows(data, matrix, PackedStrings(tail=row_texts), PackedJson().extended(metas))
+
+    @classmethod
+    def _restore_rows(
+        cls,
+        data: Mapping[str, Any],
+        matrix: FloatMatrix,
+        texts: PackedStrings,
+        metadatas: PackedJson,
+    ) -> ChunkTable:
         try:
             ids = [str(x) for x in data["ids"]]
             doc_ids = [str(x) for x in data["doc_ids"]]
@@ -198,29 +257,59 @@ class ChunkTable:
         except (TypeError, ValueError) as exc:
             raise ValueError(f"the index files are malformed ({exc}); rebuild the index") from exc
         n = len(ids)
-        row_texts = [str(t) for t in texts] if texts is not None else [""] * n
-        sizes = {len(doc_ids), len(row_texts), alive.shape[0] if alive.ndim == 1 else -1}
+        sizes = {len(doc_ids), len(texts), len(metadatas), alive.shape[0] if alive.ndim == 1 else -1}
         if sizes != {n} or matrix.ndim != 2 or matrix.shape[0] != n:
             raise ValueError(
                 "the index files disagree with each other (sizes or dimensions); rebuild the index"
             )
         table = cls(matrix.shape[1])
-        metas: list[dict[str, Any]] = [{} for _ in range(n)]
-        if store is not None:
-            stored = read_from_store(store, [ids[i] for i in range(n) if alive[i]], what)
-            if stored is not None:
-                lookup = {cid: i for i, cid in enumerate(ids)}
-                for cid, text, meta in zip(stored.ids, stored.texts, stored.metadatas, strict=True):
-                    row_texts[lookup[cid]] = text or ""
-                    metas[lookup[cid]] = dict(meta or {})
-        table.rows = ChunkRows(ids=ids, doc_ids=doc_ids, texts=row_texts, metadatas=metas)
+        table.rows = ChunkRows(ids=ids, doc_ids=doc_ids, texts=texts, metadatas=metadatas)
         table.alive = alive
-        table.matrix = np.ascontiguousarray(matrix, dtype=np.float32)
+        table.matrix = (
+            matrix
+            if matrix.dtype == np.float32 and matrix.flags.c_contiguous
+            else (np.ascontiguousarray(matrix, dtype=np.float32))
+        )
         for i, (cid, did) in enumerate(zip(ids, doc_ids, strict=True)):
             if alive[i]:
                 table.id_to_row[cid] = i
                 table.doc_rows.setdefault(did, []).append(i)
         return table
+
+
+#: Live rows looked up in a collection the caller passed to ``load``, to tell a wrong one.
+_STORE_SAMPLE = 64
+
+
+def _check_store_holds(store: ChunkStore, table: ChunkTable, what: str) -> None:
+    """Checks cheaply that a collection passed in holds the table's live rows.
+
+    The collection must hold at least as many items as the table has live rows, and a sample
+    of them spread over the table; the index never reads the chunks themselves back (its
+    own files hold them).
+
+    Raises:
+        ValueError: The collection holds fewer items, or lacks a sampled one.
+    """
+    live = [table.ids[i] for i in np.flatnonzero(table.alive)]
+    if not live:
+        return
+    count = store.count()
+    if count < len(live):
+        raise ValueError(
+            f"the Chroma collection {store.name!r} does not hold the indexed {what} ({count:,} items for "
+            f"{len(live):,} {what}); pass the collection the index was built over, or rebuild the index"
+        )
+    step = max(1, len(live) // _STORE_SAMPLE)
+    read_from_store(store, live[::step], what)
+
+
+def _packed_texts(column: Sequence[str]) -> PackedStrings:
+    return column if isinstance(column, PackedStrings) else PackedStrings(tail=column)
+
+
+def _packed_metadata(column: Sequence[dict[str, Any]]) -> PackedJson:
+    return column if isinstance(column, PackedJson) else PackedJson().extended(column)
 
 
 def check_new_documents(docs: Sequence[Any], known: Container[str]) -> list[tuple[str, Document]]:
@@ -271,17 +360,20 @@ def chunk_new_documents(
     Raises:
         TypeError, ValueError: As :func:`check_new_documents`.
     """
-    rows = ChunkRows()
+    ids: list[str] = []
+    doc_ids: list[str] = []
+    texts: list[str] = []
+    metadatas: list[dict[str, Any]] = []
     pairs = check_new_documents(docs, known)
     for did, doc in pairs:
         for ch in chunk_document(doc, doc_id=did, chunk_size=chunk_size, chunk_overlap=chunk_overlap):
             meta = dict(ch.metadata)
             meta.update({DOC_ID_KEY: did, ORDER_KEY: ch.order, "start_index": ch.start, "end_index": ch.end})
-            rows.ids.append(ch.id)
-            rows.doc_ids.append(did)
-            rows.texts.append(ch.text)
-            rows.metadatas.append(meta)
-    return [did for did, _ in pairs], rows
+            ids.append(ch.id)
+            doc_ids.append(did)
+            texts.append(ch.text)
+            metadatas.append(meta)
+    return [did for did, _ in pairs], ChunkRows(ids, doc_ids, texts, metadatas)
 
 
 def stored_rows(store: ChunkStore, dimension: int, *, ordered: bool) -> tuple[ChunkRows, FloatMatrix]:

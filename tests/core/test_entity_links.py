@@ -173,3 +173,21 @@ def test_saved_links_round_trip_and_refuse_bad_files() -> None:
 def test_strategy_configs_check_the_hop_settings(field: str, value: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         BridgeConfig(**{field: value})  # type: ignore[arg-type]
+
+
+def test_links_loaded_from_arrays_grow_like_links_built_at_once() -> None:
+    whole = EntityLinks()
+    whole.add_units(TITLES, ENTITIES, TEXTS)
+    head = EntityLinks()
+    head.add_units(TITLES[:3], ENTITIES[:3], TEXTS[:3])
+    loaded = links_from_files(links_files(head))  # the saved arrays, not Python lists
+    loaded.add_units(TITLES[3:], ENTITIES[3:], TEXTS[3:])
+    assert loaded.names == whole.names
+    assert loaded.num_units == whole.num_units
+    for key, arr in whole.to_arrays()[1].items():
+        assert np.array_equal(loaded.to_arrays()[1][key], arr), key
+    for e in range(len(whole.names)):  # the entity -> unit lists computed at load, then grown
+        assert loaded._about[e] == whole._about[e]
+        assert loaded._mentions[e] == whole._mentions[e]
+        assert loaded._mentions.size(e) == len(whole._mentions[e])
+    assert _walk(loaded, HopConfig()) == _walk(whole, HopConfig())

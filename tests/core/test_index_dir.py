@@ -410,3 +410,61 @@ def test_a_damaged_dtype_naming_a_deprecated_alias_is_a_clear_error() -> None:
     damaged = array_to_bytes(np.arange(3, dtype=np.int64)).replace(b"<i8", b"<a8")
     with pytest.raises(ValueError, match=r"malformed \.npy array"):
         array_from_bytes(damaged, dtype=np.int64, ndim=1)
+
+
+# ====================================================================== memory-mapped loading
+
+
+def test_large_arrays_are_mapped_and_small_files_read(tmp_path: Path) -> None:
+    from core.persist import MAP_MIN_BYTES, IndexFiles, array_view
+
+    big = np.arange(MAP_MIN_BYTES, dtype=np.float32).reshape(-1, 16)
+    small = np.arange(10, dtype=np.int64)
+    files = {"big.npy": array_to_bytes(big), "small.npy": array_to_bytes(small), "meta.json": b"{}"}
+    save_index(tmp_path / "idx", files, {}, kind=KIND, version=1)
+    _, loaded = load_index(tmp_path / "idx", kind=KIND, version=1)
+    assert isinstance(loaded, IndexFiles)
+    assert loaded.is_mapped("big.npy")
+    assert not loaded.is_mapped("small.npy")
+    assert not loaded.is_mapped("meta.json")
+    view = array_view(loaded["big.npy"], dtype=np.float32, ndim=2)
+    assert np.array_equal(view, big)
+    assert not view.flags.writeable
+    assert not view.flags.owndata
+    assert np.array_equal(array_view(loaded["small.npy"]), small)
+    assert loaded == files  # the same bytes either way
+    _, copied = load_index(tmp_path / "idx", kind=KIND, version=1, memory_map=False)
+    assert not any(copied.is_mapped(name) for name in copied)
+    assert copied == files
+
+
+def test_a_mapped_file_is_verified_and_its_replacement_detected(tmp_path: Path) -> None:
+    from core.persist import MAP_MIN_BYTES
+
+    big = np.ones(MAP_MIN_BYTES, dtype=np.float32)
+    generation = save_index(tmp_path / "idx", {"big.npy": array_to_bytes(big)}, {}, kind=KIND, version=1)
+    _, loaded = load_index(tmp_path / "idx", kind=KIND, version=1)
+    fd = loaded.open_verified("big.npy")
+    os.close(fd)
+    target = generation / "big.npy"
+    damaged = bytearray(target.read_bytes())
+    damaged[-1] ^= 1
+    replacement = generation / "other"
+    replacement.write_bytes(bytes(damaged))
+    os.replace(replacement, target)  # a new file under the verified name
+    with pytest.raises(CorruptIndexError, match="replaced after it was verified"):
+        loaded.open_verified("big.npy")
+    assert float(np.frombuffer(loaded["big.npy"], dtype=np.float32)[-1]) == 1.0  # the map keeps the old file
+    with pytest.raises(CorruptIndexError, match=r"big\.npy"):
+        load_index(tmp_path / "idx", kind=KIND, version=1)
+
+
+def test_array_view_rejects_what_array_from_bytes_rejects() -> None:
+    from core.persist import array_view
+
+    good = array_to_bytes(np.arange(6, dtype=np.int32))
+    for bad in (good[:-2], good + b"\x00", b"not an array", b""):
+        with pytest.raises(ValueError, match=r"\.npy"):
+            array_view(bad)
+    with pytest.raises(ValueError, match="dtype"):
+        array_view(good, dtype=np.int64)

@@ -398,3 +398,36 @@ def test_delete_and_delete_where(store: ChunkStore) -> None:
     with pytest.raises(ValueError, match="non-empty filter"):
         store.delete_where({})
     assert store.count() == 4
+
+
+def test_a_deferred_store_opens_its_collection_on_first_use(tmp_path: Path) -> None:
+    made = ChunkStore.persistent(tmp_path / "chroma", "deferred_c")
+    made.add(["a"], ["hello"], np.ones((1, 4), np.float32), [{"doc_id": "d"}])
+    made.close()
+    opened: list[int] = []
+
+    def opener() -> ChunkStore:
+        opened.append(1)
+        return ChunkStore.persistent(tmp_path / "chroma", "deferred_c", create=False)
+
+    location = {"kind": "persistent", "path": str(tmp_path / "chroma")}
+    store = ChunkStore.deferred(opener, "deferred_c", location)
+    assert store.is_deferred
+    assert store.name == "deferred_c"
+    assert store.location == location
+    assert opened == []
+    assert store.count() == 1
+    assert store.get(["a"]).texts == ["hello"]
+    assert opened == [1]
+    assert not store.is_deferred
+    store.count()
+    assert opened == [1]
+    store.close()
+    missing = ChunkStore.deferred(
+        lambda: ChunkStore.persistent(tmp_path / "nowhere", "xyz", create=False), "xyz", location
+    )
+    missing.close()  # never opened: nothing to release
+    with pytest.raises(FileNotFoundError, match="no Chroma data"):
+        ChunkStore.deferred(
+            lambda: ChunkStore.persistent(tmp_path / "nowhere", "xyz", create=False), "xyz", location
+        ).count()

@@ -44,8 +44,9 @@ from core.native.cuckoo import CuckooFilter
 from core.native.forest import AbstractForest
 from core.native.scoring import top_k_cosine
 from core.persist import (
-    array_from_bytes,
+    FileData,
     array_to_bytes,
+    array_view,
     json_from_bytes,
     json_to_bytes,
     save_index,
@@ -253,9 +254,7 @@ class BridgeRAG(Follows):
         self.config = config or BridgeConfig()
         self.store = store
         self.embedder = embedder
-        self.entity_extractor = (
-            entity_extractor if entity_extractor is not None else default_entity_extractor()
-        )
+        self._extractor = entity_extractor
         self.llm = as_llm(llm)
         self.show_progress = show_progress
         self.report = BuildReport()
@@ -281,6 +280,17 @@ class BridgeRAG(Follows):
     def default_k(self) -> int:
         """The default number of results (``config.k``)."""
         return self.config.k
+
+    @property
+    def entity_extractor(self) -> EntityExtractor:
+        """The entity extractor of new documents (and of queries with ``query_ner``).
+
+        The default (spaCy NER) is loaded on first use, so a worker that only answers
+        queries never loads spaCy.
+        """
+        if self._extractor is None:
+            self._extractor = default_entity_extractor()
+        return self._extractor
 
     @property
     def default_options(self) -> dict[str, Any]:
@@ -676,6 +686,7 @@ class BridgeRAG(Follows):
                 "chunks.json": json_to_bytes(
                     {**self._table.to_json(), "abstract": self._row_abstract.tolist()}
                 ),
+                **self._table.to_files(),
                 **links_files(self._links),
                 "abstracts.json": json_to_bytes(
                     {
@@ -713,6 +724,7 @@ class BridgeRAG(Follows):
         entity_extractor: EntityExtractor | None = None,
         llm: Any = None,
         refresh_interval: float | None = DEFAULT_REFRESH_INTERVAL,
+        memory_map: bool = True,
     ) -> BridgeRAG:
         """Loads an index saved by :meth:`save` (or built with ``persist_directory``).
 
@@ -729,6 +741,11 @@ class BridgeRAG(Follows):
             refresh_interval: Seconds between checks for a newer generation saved by the
                 directory's writer, which this object then switches to (see
                 :mod:`core.strategies.follow`); None: only an explicit :meth:`refresh`.
+            memory_map: Map the large arrays (embedding matrices, vector index, texts,
+                links) read-only from the index files instead of reading them into memory,
+                so the worker processes of one machine share one copy in the page cache
+                (:class:`core.persist.IndexFiles` says what is verified and when). False
+                reads everything into this process's memory.
 
         Returns:
             The loaded strategy.
@@ -739,7 +756,7 @@ class BridgeRAG(Follows):
                 Chroma collection that does not hold the indexed chunks.
         """
         root, index_dir, generation, meta, files = open_index(
-            path, "bridge", kind=INDEX_KIND, version=INDEX_VERSION
+            path, "bridge", kind=INDEX_KIND, version=INDEX_VERSION, memory_map=memory_map
         )
         cfg = BridgeConfig.from_dict(meta.get("config", {}))
         emb = as_embedder(embedder)
@@ -759,6 +776,7 @@ class BridgeRAG(Follows):
                 entity_extractor=rag.entity_extractor,
                 llm=rag.llm,
                 refresh_interval=None,
+                memory_map=memory_map,
             ),
         )
         return rag
@@ -1218,13 +1236,13 @@ class BridgeRAG(Follows):
         if self.persist_path is not None:
             self.save(self.persist_path)
 
-    def _restore(self, files: Mapping[str, bytes]) -> None:
+    def _restore(self, files: Mapping[str, FileData]) -> None:
         self._parent_cache = None
         try:
             self._filter = CuckooFilter.from_bytes(files["filter.bin"])
             self._forest = AbstractForest.from_bytes(files["forest.bin"])
-            matrix = array_from_bytes(files["chunk_embeddings.npy"], dtype=np.float32, ndim=2)
-            self._abs_matrix = array_from_bytes(files["abstract_embeddings.npy"], dtype=np.float32, ndim=2)
+            matrix = array_view(files["chunk_embeddings.npy"], dtype=np.float32, ndim=2)
+            self._abs_matrix = array_view(files["abstract_embeddings.npy"], dtype=np.float32, ndim=2)
             chunks = json_from_bytes(files["chunks.json"])
             abstracts = json_from_bytes(files["abstracts.json"])
             ids = [str(x) for x in chunks["ids"]]
@@ -1266,7 +1284,7 @@ class BridgeRAG(Follows):
             vectors = VectorIndex.from_files(files, matrix, _DENSE_PREFIX)
             if len(vectors) != n:  # from_files already checked the dimension and the row range
                 raise ValueError("the saved dense index does not cover the chunks; rebuild the index")
-        self._table = ChunkTable.restore(chunks, matrix, store=self.store, what="chunks")
+        self._table = ChunkTable.restore(chunks, matrix, store=self.store, what="chunks", files=files)
         self._vectors = vectors
         self._row_abstract = row_abstract
         self._links = links

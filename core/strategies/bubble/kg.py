@@ -22,7 +22,14 @@ import numpy.typing as npt
 
 from core.embed import Embedder
 from core.native.graph import Graph
-from core.persist import array_from_bytes, array_to_bytes, json_from_bytes, json_to_bytes
+from core.persist import (
+    FileData,
+    array_from_bytes,
+    array_to_bytes,
+    array_view,
+    json_from_bytes,
+    json_to_bytes,
+)
 from core.strategies.bubble.triples import Triple
 from core.strategies.common import embed_in_batches, mask_at, normalise_rows
 from core.text import normalize_entity
@@ -458,7 +465,7 @@ class KnowledgeGraph:
             }
 
     @classmethod
-    def from_files(cls, files: Mapping[str, bytes], dimension: int, prefix: str = "kg.") -> KnowledgeGraph:
+    def from_files(cls, files: Mapping[str, FileData], dimension: int, prefix: str = "kg.") -> KnowledgeGraph:
         """Reads what :meth:`to_files` wrote, checking every size against the others.
 
         Raises:
@@ -475,8 +482,8 @@ class KnowledgeGraph:
             ends = array_from_bytes(files[f"{prefix}edge_ends.npy"], dtype=np.int64, ndim=2)
             chunk = array_from_bytes(files[f"{prefix}edge_chunk.npy"], dtype=np.int64, ndim=1)
             alive = array_from_bytes(files[f"{prefix}edge_alive.npy"], dtype=np.uint8, ndim=1)
-            node_matrix = array_from_bytes(files[f"{prefix}node_embeddings.npy"], dtype=np.float32, ndim=2)
-            edge_matrix = array_from_bytes(files[f"{prefix}edge_embeddings.npy"], dtype=np.float32, ndim=2)
+            node_matrix = array_view(files[f"{prefix}node_embeddings.npy"], dtype=np.float32, ndim=2)
+            edge_matrix = array_view(files[f"{prefix}edge_embeddings.npy"], dtype=np.float32, ndim=2)
         except KeyError as exc:
             raise ValueError(f"the graph files are missing {exc}; rebuild the index") from exc
         except (TypeError, AttributeError) as exc:
@@ -521,7 +528,7 @@ class KnowledgeGraph:
         kg._restore_anchor_indexes(files, prefix)
         return kg
 
-    def _restore_anchor_indexes(self, files: Mapping[str, bytes], prefix: str) -> None:
+    def _restore_anchor_indexes(self, files: Mapping[str, FileData], prefix: str) -> None:
         """Adopts saved anchor indexes that cover exactly this graph's rows (else rebuilds later).
 
         An index saved before the vector indexes existed (cluster-index files) has none: its

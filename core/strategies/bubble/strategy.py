@@ -50,7 +50,7 @@ from core.embed import Embedder, as_embedder, embed_query_with, window_chars
 from core.filters import FilterError, MetadataFilter, parse_filter
 from core.llm import LLM, LLMOutputError, as_llm, complete_json
 from core.native.scoring import top_k_cosine
-from core.persist import array_from_bytes, array_to_bytes, json_from_bytes, json_to_bytes, save_index
+from core.persist import FileData, array_to_bytes, array_view, json_from_bytes, json_to_bytes, save_index
 from core.store import ChunkStore
 from core.strategies.base import (
     COMMON_PROVENANCE_KEYS,
@@ -1107,7 +1107,8 @@ class BubbleRAG(Follows):
                 **self.kg.to_files(),
                 "chunk_embeddings.npy": array_to_bytes(self._table.matrix),
                 # Graphs built without a store keep their chunk texts here.
-                "chunks.json": json_to_bytes(self._table.to_json(with_texts=self.store is None)),
+                "chunks.json": json_to_bytes(self._table.to_json()),
+                **self._table.to_files(),
                 "terms.json": json_to_bytes({"df": dict(self.terms.df), "documents": self.terms.documents}),
                 **links_files(self._links),
             }
@@ -1132,6 +1133,7 @@ class BubbleRAG(Follows):
         llm: Any = None,
         triple_extractor: TripleExtractor | None = None,
         refresh_interval: float | None = DEFAULT_REFRESH_INTERVAL,
+        memory_map: bool = True,
     ) -> BubbleRAG:
         """Loads an index saved by :meth:`save` (or built with ``persist_directory``).
 
@@ -1144,13 +1146,18 @@ class BubbleRAG(Follows):
             refresh_interval: Seconds between checks for a newer generation saved by the
                 directory's writer, which this object then switches to (see
                 :mod:`core.strategies.follow`); None: only an explicit :meth:`refresh`.
+            memory_map: Map the large arrays (embedding matrices, vector index, texts,
+                links) read-only from the index files instead of reading them into memory,
+                so the worker processes of one machine share one copy in the page cache
+                (:class:`core.persist.IndexFiles` says what is verified and when). False
+                reads everything into this process's memory.
 
         Raises:
             FileNotFoundError: No index at ``path``.
             ValueError: Corrupted files, another version, or a dimension mismatch.
         """
         root, index_dir, generation, meta, files = open_index(
-            path, "bubble", kind=INDEX_KIND, version=INDEX_VERSION
+            path, "bubble", kind=INDEX_KIND, version=INDEX_VERSION, memory_map=memory_map
         )
         emb = as_embedder(embedder)
         check_embedder(emb, meta)
@@ -1175,14 +1182,15 @@ class BubbleRAG(Follows):
                 llm=rag.llm,
                 triple_extractor=rag._triple_extractor,
                 refresh_interval=None,
+                memory_map=memory_map,
             ),
         )
         return rag
 
-    def _restore(self, files: Mapping[str, bytes]) -> None:
+    def _restore(self, files: Mapping[str, FileData]) -> None:
         self.kg = KnowledgeGraph.from_files(files, self.embedder.dimension)
         try:
-            matrix = array_from_bytes(files["chunk_embeddings.npy"], dtype=np.float32, ndim=2)
+            matrix = array_view(files["chunk_embeddings.npy"], dtype=np.float32, ndim=2)
             chunks = json_from_bytes(files["chunks.json"])
             terms = json_from_bytes(files["terms.json"])
             ids = [str(x) for x in chunks["ids"]]
@@ -1217,7 +1225,9 @@ class BubbleRAG(Follows):
             if self.store is None and isinstance(saved_texts, list) and len(saved_texts) == n
             else None
         )
-        self._table = ChunkTable.restore(chunks, matrix, store=self.store, what="chunks", texts=given)
+        self._table = ChunkTable.restore(
+            chunks, matrix, store=self.store, what="chunks", texts=given, files=files
+        )
         self._links = links
         self._count()
 

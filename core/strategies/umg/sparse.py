@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from core.persist import array_from_bytes, array_to_bytes
+from core.persist import FileData, array_from_bytes, array_to_bytes
 
 __all__ = ["BM25Expert", "SpladeExpert", "default_splade_path"]
 
@@ -98,7 +98,7 @@ class BM25Expert:
             return {name: (Path(tmp) / name).read_bytes() for name in _BM25_FILES}
 
     @classmethod
-    def from_files(cls, files: Mapping[str, bytes]) -> BM25Expert:
+    def from_files(cls, files: Mapping[str, FileData]) -> BM25Expert:
         """Rebuilds an expert from :meth:`to_files` output.
 
         Raises:
@@ -108,9 +108,9 @@ class BM25Expert:
         if missing:
             raise ValueError(f"BM25 index is missing {missing}; rebuild the index")
         try:
-            params = _bm25_params(json.loads(files["params.index.json"]))
+            params = _bm25_params(json.loads(bytes(files["params.index.json"])))
             params.setdefault("dtype", "float32")
-            vocab = json.loads(files["vocab.index.json"])
+            vocab = json.loads(bytes(files["vocab.index.json"]))
             data = array_from_bytes(files["data.csc.index.npy"], dtype=params["dtype"], ndim=1)
             indices = array_from_bytes(files["indices.csc.index.npy"], ndim=1)
             indptr = array_from_bytes(files["indptr.csc.index.npy"], ndim=1)
@@ -299,7 +299,7 @@ class SpladeExpert:
             "shape.json": json.dumps(list(m.shape)).encode(),
         }
 
-    def load_files(self, files: Mapping[str, bytes]) -> None:
+    def load_files(self, files: Mapping[str, FileData]) -> None:
         """Restores the index written by :meth:`to_files`.
 
         Raises:
@@ -311,7 +311,7 @@ class SpladeExpert:
             data = array_from_bytes(files["data.npy"], dtype=np.float32, ndim=1)
             indices = array_from_bytes(files["indices.npy"], dtype=np.int64, ndim=1)
             indptr = array_from_bytes(files["indptr.npy"], dtype=np.int64, ndim=1)
-            shape = json.loads(files["shape.json"])
+            shape = json.loads(bytes(files["shape.json"]))
             _check_csr(data, indices, indptr, shape)
             self.matrix = sparse.csr_matrix((data, indices, indptr), shape=tuple(shape))
             self.matrix.check_format(full_check=True)

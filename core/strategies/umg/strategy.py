@@ -38,8 +38,10 @@ from core.filters import MetadataFilter, parse_filter
 from core.native.fusion import fuse_weighted, merge_intervals, rrf_fuse
 from core.native.scoring import top_k_cosine
 from core.persist import (
+    FileData,
     array_from_bytes,
     array_to_bytes,
+    array_view,
     json_from_bytes,
     json_to_bytes,
     save_index,
@@ -812,6 +814,7 @@ class UMGRAG(Follows):
                 "unit_embeddings.npy": array_to_bytes(self._table.matrix),
                 "link_rows.npy": array_to_bytes(np.asarray(self._link_rows, dtype=np.int64)),
                 **links_files(self._links),
+                **self._table.to_files(),
             }
             for g, expert in self._bm25.items():
                 for name, blob in expert.to_files().items():
@@ -837,6 +840,7 @@ class UMGRAG(Follows):
         embedder: Any = None,
         splade: SpladeExpert | str | os.PathLike[str] | bool | None = None,
         refresh_interval: float | None = DEFAULT_REFRESH_INTERVAL,
+        memory_map: bool = True,
     ) -> UMGRAG:
         """Loads an index saved by :meth:`save` (or built with ``persist_directory``).
 
@@ -849,13 +853,18 @@ class UMGRAG(Follows):
             refresh_interval: Seconds between checks for a newer generation saved by the
                 directory's writer, which this object then switches to (see
                 :mod:`core.strategies.follow`); None: only an explicit :meth:`refresh`.
+            memory_map: Map the large arrays (embedding matrices, vector index, texts,
+                links) read-only from the index files instead of reading them into memory,
+                so the worker processes of one machine share one copy in the page cache
+                (:class:`core.persist.IndexFiles` says what is verified and when). False
+                reads everything into this process's memory.
 
         Raises:
             FileNotFoundError: No index at ``path``.
             ValueError: Corrupted files, another version, or a dimension mismatch.
         """
         root, index_dir, generation, meta, files = open_index(
-            path, "umg", kind=INDEX_KIND, version=INDEX_VERSION
+            path, "umg", kind=INDEX_KIND, version=INDEX_VERSION, memory_map=memory_map
         )
         emb = as_embedder(embedder)
         check_embedder(emb, meta)
@@ -876,12 +885,17 @@ class UMGRAG(Follows):
             generation,
             refresh_interval,
             lambda rag: cls.load(
-                index_dir, store=rag.store, embedder=rag.embedder, splade=rag.splade, refresh_interval=None
+                index_dir,
+                store=rag.store,
+                embedder=rag.embedder,
+                splade=rag.splade,
+                refresh_interval=None,
+                memory_map=memory_map,
             ),
         )
         return rag
 
-    def _restore(self, files: Mapping[str, bytes]) -> None:
+    def _restore(self, files: Mapping[str, FileData]) -> None:
         try:
             data = json_from_bytes(files["units.json"])
             n = len(data["ids"])
@@ -895,7 +909,7 @@ class UMGRAG(Follows):
                 by_granularity={int(g): [int(x) for x in m] for g, m in data["by_granularity"].items()},
             )
             alive = np.asarray(data["alive"], dtype=bool)
-            matrix = array_from_bytes(files["unit_embeddings.npy"], dtype=np.float32, ndim=2)
+            matrix = array_view(files["unit_embeddings.npy"], dtype=np.float32, ndim=2)
             links = links_from_files(files)
             link_rows = array_from_bytes(files["link_rows.npy"], dtype=np.int64, ndim=1).tolist()
             for g in self.config.granularities:
@@ -921,7 +935,7 @@ class UMGRAG(Follows):
             raise ValueError("the index refers to units that do not exist; rebuild the index")
         if links.num_units != len(link_rows) or any(r < 0 or r >= n for r in link_rows):
             raise ValueError("the index's entity links disagree with its units; rebuild the index")
-        self._table = ChunkTable.restore(data, matrix, store=self.store, what="units")
+        self._table = ChunkTable.restore(data, matrix, store=self.store, what="units", files=files)
         self._parent_of = None
         self._links = links
         self._link_rows = link_rows

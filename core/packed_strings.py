@@ -1,0 +1,193 @@
+"""Strings (and JSON objects) stored as one UTF-8 blob and an offsets array, read one at a time.
+
+A strategy keeps the text and metadata of every row it indexed. Held as Python objects,
+100,000 chunks cost each worker process tens of MB of private memory and a second or more
+to rebuild at load. Saved as two ``.npy`` arrays instead (the UTF-8 bytes of all strings,
+and ``n + 1`` int64 offsets into them), a loaded index memory-maps them read-only
+(:class:`core.persist.IndexFiles`): the workers of one machine share one copy in the page
+cache, a load reads nothing but the header, and a string is decoded only when a result needs it.
+
+Rows only ever get appended (:meth:`PackedStrings.extended` keeps the saved part mapped and
+the new strings in a Python list), so a writer that loads an index and adds documents never
+copies what was saved.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from core.persist import FileData, array_to_bytes, array_view
+
+__all__ = ["PackedJson", "PackedStrings"]
+
+
+def _pack(strings: Sequence[str]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+    encoded = [s.encode("utf-8") for s in strings]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
+
+
+class PackedStrings(Sequence[str]):
+    """A read-only sequence of strings over a UTF-8 blob and its offsets, plus appended strings.
+
+    Args:
+        blob: The UTF-8 bytes of the saved strings, back to back.
+        offsets: ``len + 1`` non-decreasing offsets into ``blob``, from 0 to ``blob.size``.
+        tail: Strings appended since (kept as Python strings).
+
+    Raises:
+        ValueError: The offsets do not describe ``blob``.
+    """
+
+    def __init__(
+        self,
+        blob: npt.NDArray[np.uint8] | None = None,
+        offsets: npt.NDArray[np.int64] | None = None,
+        tail: Sequence[str] = (),
+    ) -> None:
+        self._blob = np.zeros(0, dtype=np.uint8) if blob is None else blob
+        self._offsets = np.zeros(1, dtype=np.int64) if offsets is None else offsets
+        o = self._offsets
+        if (
+            o.ndim != 1
+            or o.size < 1
+            or int(o[0]) != 0
+            or int(o[-1]) != self._blob.size
+            or (o.size > 1 and bool(np.any(o[1:] < o[:-1])))
+        ):
+            raise ValueError("the string offsets do not describe the string bytes; rebuild the index")
+        self._saved = o.size - 1
+        self._tail = list(tail)
+
+    # ------------------------------------------------------------------ sequence
+    def __len__(self) -> int:
+        return self._saved + len(self._tail)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        n = len(self)
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError(f"row {index} out of range for {n} rows")
+        if i >= self._saved:
+            return self._tail[i - self._saved]
+        start, end = int(self._offsets[i]), int(self._offsets[i + 1])
+        return self._blob[start:end].tobytes().decode("utf-8")
+
+    def __iter__(self) -> Iterator[str]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PackedStrings({len(self)} strings, {self._saved} packed)"
+
+    # ------------------------------------------------------------------ growth
+    def extended(self, more: Sequence[str]) -> PackedStrings:
+        """A new sequence: these strings, then ``more`` (the packed part is shared, not copied)."""
+        out = PackedStrings.__new__(PackedStrings)
+        out._blob, out._offsets, out._saved = self._blob, self._offsets, self._saved
+        out._tail = [*self._tail, *more]
+        return out
+
+    # ------------------------------------------------------------------ persistence
+    @staticmethod
+    def to_files(strings: Sequence[str], name: str) -> dict[str, bytes]:
+        """``{name}.npy`` (the UTF-8 bytes) and ``{name}_offsets.npy`` for :meth:`from_files`."""
+        blob, offsets = _pack(strings)
+        return {f"{name}.npy": array_to_bytes(blob), f"{name}_offsets.npy": array_to_bytes(offsets)}
+
+    @classmethod
+    def from_files(cls, files: Mapping[str, FileData], name: str) -> PackedStrings:
+        """Reads :meth:`to_files` output without copying it (a memory-mapped file stays mapped).
+
+        Raises:
+            KeyError: A file is missing.
+            ValueError: The files are malformed.
+        """
+        blob = array_view(files[f"{name}.npy"], dtype=np.uint8, ndim=1)
+        offsets = array_view(files[f"{name}_offsets.npy"], dtype=np.int64, ndim=1)
+        return cls(blob, offsets)
+
+
+class PackedJson(Sequence[dict[str, Any]]):
+    """A read-only sequence of JSON objects stored as :class:`PackedStrings`; each access decodes a new dict.
+
+    Args:
+        strings: The JSON texts.
+    """
+
+    def __init__(self, strings: PackedStrings | None = None) -> None:
+        self._strings = PackedStrings() if strings is None else strings
+
+    def __len__(self) -> int:
+        return len(self._strings)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        value = json.loads(self._strings[index])
+        if not isinstance(value, dict):
+            raise ValueError(f"row {index} holds no JSON object; rebuild the index")
+        return value
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PackedJson({len(self)} objects)"
+
+    def extended(self, more: Sequence[Mapping[str, Any]]) -> PackedJson:
+        """A new sequence: these objects, then ``more``."""
+        return PackedJson(self._strings.extended([_dumps(m) for m in more]))
+
+    @staticmethod
+    def to_files(objects: Sequence[Mapping[str, Any]], name: str) -> dict[str, bytes]:
+        """The objects as :meth:`PackedStrings.to_files` of their JSON texts."""
+        return PackedStrings.to_files([_dumps(m) for m in objects], name)
+
+    @classmethod
+    def from_files(cls, files: Mapping[str, FileData], name: str) -> PackedJson:
+        """Reads :meth:`to_files` output without copying it.
+
+        Raises:
+            KeyError, ValueError: As :meth:`PackedStrings.from_files`.
+        """
+        return cls(PackedStrings.from_files(files, name))
+
+
+def _dumps(value: Mapping[str, Any]) -> str:
+    return json.dumps(dict(value), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
