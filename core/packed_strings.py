@@ -14,7 +14,9 @@ copies what was saved.
 
 from __future__ import annotations
 
+import codecs
 import json
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, overload
 
@@ -24,6 +26,8 @@ import numpy.typing as npt
 from core.persist import FileData, array_to_bytes, array_view
 
 __all__ = ["PackedJson", "PackedStrings"]
+
+_log = logging.getLogger("bridge_rag.index")
 
 
 def _pack(strings: Sequence[str]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
@@ -64,6 +68,30 @@ class PackedStrings(Sequence[str]):
             raise ValueError("the string offsets do not describe the string bytes; rebuild the index")
         self._saved = o.size - 1
         self._tail = list(tail)
+
+    def check_utf8(self, *, first: int | None = None, last: int | None = None) -> None:
+        """Checks that every packed string is valid UTF-8 (one pass over the bytes, no copy kept).
+
+        The whole blob must decode and every offset must fall on the first byte of a
+        character, so each string decodes on its own. With ``first`` / ``last``, every
+        non-empty string must also start / end with that byte (``{`` and ``}`` of a JSON object).
+
+        Raises:
+            ValueError: A string is not valid UTF-8 or does not have the expected ends.
+        """
+        blob, o = self._blob, self._offsets
+        try:
+            codecs.utf_8_decode(blob.data, "strict", True)
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"the packed strings are not valid UTF-8 ({exc}); rebuild the index") from None
+        starts, ends = o[:-1], o[1:]
+        filled = ends > starts
+        if blob.size and bool(np.any((blob[starts[filled]] & 0xC0) == 0x80)):
+            raise ValueError("a packed string starts inside a character; rebuild the index")
+        if first is not None and bool(np.any(blob[starts[filled]] != first)):
+            raise ValueError(f"a packed string does not start with {chr(first)!r}; rebuild the index")
+        if last is not None and bool(np.any(blob[ends[filled] - 1] != last)):
+            raise ValueError(f"a packed string does not end with {chr(last)!r}; rebuild the index")
 
     # ------------------------------------------------------------------ sequence
     def __len__(self) -> int:
@@ -126,7 +154,9 @@ class PackedStrings(Sequence[str]):
         """
         blob = array_view(files[f"{name}.npy"], dtype=np.uint8, ndim=1)
         offsets = array_view(files[f"{name}_offsets.npy"], dtype=np.int64, ndim=1)
-        return cls(blob, offsets)
+        packed = cls(blob, offsets)
+        packed.check_utf8()
+        return packed
 
 
 class PackedJson(Sequence[dict[str, Any]]):
@@ -151,9 +181,13 @@ class PackedJson(Sequence[dict[str, Any]]):
     def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        value = json.loads(self._strings[index])
-        if not isinstance(value, dict):
-            raise ValueError(f"row {index} holds no JSON object; rebuild the index")
+        try:
+            value = json.loads(self._strings[index])
+        except ValueError:
+            value = None
+        if not isinstance(value, dict):  # only a forged file with a valid checksum gets here
+            _log.warning("row %d's metadata in the index files is damaged (read as empty); rebuild it", index)
+            return {}
         return value
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -183,10 +217,16 @@ class PackedJson(Sequence[dict[str, Any]]):
     def from_files(cls, files: Mapping[str, FileData], name: str) -> PackedJson:
         """Reads :meth:`to_files` output without copying it.
 
+        Every row must be UTF-8 text between ``{`` and ``}`` (checked here in one pass); a row
+        whose JSON is still damaged inside (a forged file) reads as an empty object, with a
+        logged warning.
+
         Raises:
             KeyError, ValueError: As :meth:`PackedStrings.from_files`.
         """
-        return cls(PackedStrings.from_files(files, name))
+        strings = PackedStrings.from_files(files, name)
+        strings.check_utf8(first=ord("{"), last=ord("}"))
+        return cls(strings)
 
 
 def _dumps(value: Mapping[str, Any]) -> str:

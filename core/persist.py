@@ -35,6 +35,7 @@ import shutil
 import tokenize
 import warnings
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,7 @@ _GEN_RE = re.compile(r"gen-(\d{6,})")
 _TMP_RE = re.compile(r"gen-\d{6,}\.tmp-[0-9a-f]+")
 _SHA_RE = re.compile(r"[0-9a-f]{64}")
 _KEEP = 2  # generations kept after a save: the new one and the previous one
+_HASH_THREADS = max(1, min(4, os.cpu_count() or 1))  # threads that verify a generation's files
 _NPY_MAGIC = b"\x93NUMPY"
 
 #: Index files at least this large whose names end in one of :data:`MAPPED_SUFFIXES` are
@@ -601,8 +603,7 @@ def _load_generation(
             f"{generation.name}/{MANIFEST} is malformed: 'files' and 'meta' must be objects"
         )
 
-    files: dict[str, FileData] = {}
-    identities: dict[str, tuple[int, int]] = {}
+    listed: list[tuple[str, Path, dict[str, Any]]] = []
     for name, entry in entries.items():
         _check_file_name(name)
         if (
@@ -621,9 +622,24 @@ def _load_generation(
                 f"index file {name!r} listed in {generation.name}/{MANIFEST} is missing: the generation "
                 "is incomplete or its manifest corrupted"
             )
-        files[name], identities[name] = _read_verified(
-            file_path, name, entry, generation.name, memory_map=memory_map
-        )
+        listed.append((name, file_path, entry))
+
+    def verify(item: tuple[str, Path, dict[str, Any]]) -> tuple[FileData, tuple[int, int]]:
+        name, file_path, entry = item
+        return _read_verified(file_path, name, entry, generation.name, memory_map=memory_map)
+
+    # SHA-256 releases the GIL: the files are hashed on a few threads, largest first.
+    order = sorted(range(len(listed)), key=lambda i: -int(listed[i][2]["bytes"]))
+    with ThreadPoolExecutor(max_workers=_HASH_THREADS) as pool:
+        futures = {i: pool.submit(verify, listed[i]) for i in order}
+        done = {i: f.exception() for i, f in futures.items()}
+    error = next((done[i] for i in range(len(listed)) if done[i] is not None), None)
+    if error is not None:  # the first damaged file in manifest order, whatever finished first
+        raise error
+    files: dict[str, FileData] = {}
+    identities: dict[str, tuple[int, int]] = {}
+    for i, (name, _, _) in enumerate(listed):
+        files[name], identities[name] = futures[i].result()
     return generation.name, meta, IndexFiles(generation, files, identities)
 
 

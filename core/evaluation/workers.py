@@ -80,7 +80,7 @@ def _worker(directory: str, vectors_path: str, mode: str) -> None:
     from core.strategies.bridge import BridgeRAG
 
     import_s = time.perf_counter() - t0
-    vectors = np.load(vectors_path)
+    vectors = np.load(vectors_path, allow_pickle=False)
     questions = Path(vectors_path + ".txt").read_text(encoding="utf-8").split("\n")
     current = (Path(directory) / "bridge" / "CURRENT").read_text().strip()
     manifest = json_from_bytes((Path(directory) / "bridge" / current / "manifest.json").read_bytes())

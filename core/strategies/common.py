@@ -121,7 +121,11 @@ def store_from_meta(
         candidates.append(Path(str(location["path"])))
     found = next((c for c in candidates if (c / "chroma.sqlite3").is_file()), None)
     if found is None:
-        found = next((c for c in candidates if c.is_dir()), None)
+        empty = next((c for c in candidates if c.is_dir()), None)
+        if empty is not None:  # Chroma would create an empty database there: refuse, touch nothing
+            raise FileNotFoundError(
+                f"no Chroma data at {str(empty.absolute())!r} (no chroma.sqlite3); pass store=ChunkStore(...)"
+            )
     if found is not None:
         path = found
         return ChunkStore.deferred(

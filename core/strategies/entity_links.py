@@ -293,6 +293,8 @@ class EntityLinks:
             ("named", self._named),
         ):
             arrays[f"{key}_indptr"], arrays[f"{key}_indices"] = lists.to_arrays()
+        for key, lists in (("about_units", self._about), ("mentions_units", self._mentions)):
+            arrays[f"{key}_indptr"], arrays[f"{key}_indices"] = lists.to_arrays()
         return list(self.names), arrays
 
     @classmethod
@@ -326,8 +328,24 @@ class EntityLinks:
             raise ValueError("entity links: the about, entity and named lists cover different units")
         links._unit_about, links._unit_entities = per_key["about"], per_key["entities"]
         links._named = per_key["named"]
-        links._about = _inverted(links._unit_about, len(names))
-        links._mentions = _inverted(links._unit_about, len(names), dedupe_with=links._unit_entities)
+        if "about_units_indptr" in arrays and "mentions_units_indptr" in arrays:
+            n_units = len(links._unit_about)
+            for key in ("about_units", "mentions_units"):
+                indptr = np.asarray(arrays[f"{key}_indptr"], dtype=np.int64)
+                indices = np.asarray(arrays[f"{key}_indices"], dtype=np.int64)
+                if (
+                    indptr.shape != (len(names) + 1,)
+                    or indptr[0] != 0
+                    or indptr[-1] != indices.size
+                    or np.any(np.diff(indptr) < 0)
+                    or (indices.size and (indices.min() < 0 or indices.max() >= n_units))
+                ):
+                    raise ValueError(f"entity links: bad {key} lists")
+                per_key[key] = Ragged(indptr, indices)
+            links._about, links._mentions = per_key["about_units"], per_key["mentions_units"]
+        else:  # saved before the entity -> unit lists were
+            links._about = _inverted(links._unit_about, len(names))
+            links._mentions = _inverted(links._unit_about, len(names), dedupe_with=links._unit_entities)
         return links
 
     # ------------------------------------------------------------------ querying
@@ -439,11 +457,16 @@ class EntityLinks:
                 cos[u] = float(c)
 
 
-_ARRAYS = tuple(f"{key}_{part}" for key in ("about", "entities", "named") for part in ("indptr", "indices"))
+_ARRAYS = tuple(
+    f"{key}_{part}"
+    for key in ("about", "entities", "named", "about_units", "mentions_units")
+    for part in ("indptr", "indices")
+)
+_OPTIONAL = frozenset(a for a in _ARRAYS if "_units_" in a)  # absent from older saves
 
 
 def links_files(links: EntityLinks) -> dict[str, bytes]:
-    """The files that save ``links`` in an index directory (``links.json`` + six arrays)."""
+    """The files that save ``links`` in an index directory (``links.json`` + ten arrays)."""
     names, arrays = links.to_arrays()
     files = {"links.json": json_to_bytes({"names": names})}
     files.update({f"links_{key}.npy": array_to_bytes(arrays[key]) for key in _ARRAYS})
@@ -461,7 +484,11 @@ def links_from_files(files: Mapping[str, FileData]) -> EntityLinks:
     names = meta.get("names") if isinstance(meta, dict) else None
     if not isinstance(names, list):
         raise ValueError("links.json must hold an object with a list of names")
-    arrays = {key: array_view(files[f"links_{key}.npy"], dtype=np.int64, ndim=1) for key in _ARRAYS}
+    arrays = {
+        key: array_view(files[f"links_{key}.npy"], dtype=np.int64, ndim=1)
+        for key in _ARRAYS
+        if key not in _OPTIONAL or f"links_{key}.npy" in files
+    }
     return EntityLinks.from_arrays(names, arrays)
 
 

@@ -24,7 +24,7 @@ import numpy.typing as npt
 from core.filters import MetadataColumns, MetadataFilter
 from core.packed_strings import PackedJson, PackedStrings
 from core.persist import FileData
-from core.store import ChunkStore
+from core.store import ChunkStore, sanitize_metadata
 from core.strategies.base import check_text
 from core.strategies.common import (
     DOC_ID_KEY,
@@ -144,7 +144,10 @@ class ChunkTable:
             )
         base = len(self)
         self.rows.texts = _packed_texts(self.rows.texts).extended(rows.texts)
-        self.rows.metadatas = _packed_metadata(self.rows.metadatas).extended(rows.metadatas)
+        # kept as Chroma stores them (what a load from Chroma gave before, and what filters see)
+        self.rows.metadatas = _packed_metadata(self.rows.metadatas).extended(
+            [sanitize_metadata(m) for m in rows.metadatas]
+        )
         self.rows.ids += rows.ids
         self.rows.doc_ids += rows.doc_ids
         for i, (cid, did) in enumerate(zip(rows.ids, rows.doc_ids, strict=True)):

@@ -191,3 +191,18 @@ def test_links_loaded_from_arrays_grow_like_links_built_at_once() -> None:
         assert loaded._mentions[e] == whole._mentions[e]
         assert loaded._mentions.size(e) == len(whole._mentions[e])
     assert _walk(loaded, HopConfig()) == _walk(whole, HopConfig())
+
+
+def test_links_saved_without_their_entity_lists_compute_them() -> None:
+    links = _links()
+    files = links_files(links)
+    assert "links_mentions_units_indptr.npy" in files
+    older = {k: v for k, v in files.items() if "_units_" not in k}  # saved before they were
+    for back in (links_from_files(files), links_from_files(older)):
+        for e in range(len(links.names)):
+            assert back._about[e] == links._about[e]
+            assert back._mentions[e] == links._mentions[e]
+    bad = dict(files)
+    bad["links_about_units_indices.npy"] = array_to_bytes(np.full(2, 99, dtype=np.int64))
+    with pytest.raises(ValueError, match="about_units"):
+        links_from_files(bad)

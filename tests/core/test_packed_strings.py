@@ -51,5 +51,21 @@ def test_json_objects_round_trip_and_each_access_is_a_new_dict() -> None:
     assert grown[2] == {"doc_id": "c"}
     assert len(packed) == 2
     not_objects = PackedStrings.to_files(["[1, 2]"], "m")
-    with pytest.raises(ValueError, match="JSON object"):
-        PackedJson.from_files(not_objects, "m")[0]
+    with pytest.raises(ValueError, match="does not start with"):
+        PackedJson.from_files(not_objects, "m")
+
+
+def test_damaged_strings_are_refused_at_load_or_read_harmlessly(caplog: pytest.LogCaptureFixture) -> None:
+    files = PackedStrings.to_files(TEXTS, "t")
+    blob = bytearray(files["t.npy"])
+    blob[-5] = 0xFF  # not UTF-8
+    with pytest.raises(ValueError, match="UTF-8"):
+        PackedStrings.from_files({**files, "t.npy": bytes(blob)}, "t")
+    split = {**files, "t_offsets.npy": array_to_bytes(np.asarray([0, 0, 5, 11, 33, 1033], dtype=np.int64))}
+    with pytest.raises(ValueError, match="inside a character"):  # offset 11 splits "ø"
+        PackedStrings.from_files(split, "t")
+    inside = PackedStrings.to_files(['{"a": 1}', '{"b" 2}'], "m")  # damaged inside, right ends
+    packed = PackedJson.from_files(inside, "m")
+    assert packed[0] == {"a": 1}
+    assert packed[1] == {}
+    assert "damaged" in caplog.text

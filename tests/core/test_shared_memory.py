@@ -156,7 +156,7 @@ def no_model(texts):
 
 emb = CallableEmbedder(no_model, name=sys.argv[3], dimension=384)
 rag = BridgeRAG.load(sys.argv[1], embedder=emb, refresh_interval=None)
-results = rag.retrieve_by_vector(sys.argv[4], np.load(sys.argv[2]), 3)
+results = rag.retrieve_by_vector(sys.argv[4], np.load(sys.argv[2], allow_pickle=False), 3)
 heavy = sorted(m for m in ("chromadb", "spacy", "torch", "sentence_transformers") if m in sys.modules)
 print(json.dumps({"heavy": heavy, "top": [r.metadata["doc_id"] for r in results]}))
 """
@@ -190,3 +190,23 @@ def test_an_explicit_collection_without_the_chunks_is_still_refused(
 ) -> None:
     with pytest.raises(ValueError, match="does not hold"):
         BridgeRAG.load(large_index, store=new_store(), embedder=embedder, entity_extractor=extractor)
+
+
+def test_metadata_is_kept_as_chroma_keeps_it_before_and_after_a_load(
+    make_rag: Callable[..., BridgeRAG], embedder: CachingEmbedder, extractor: EntityExtractor, tmp_path: Path
+) -> None:
+    from datetime import datetime
+
+    doc = Document(
+        NEW.text,
+        id=NEW.id,
+        metadata={"title": "Harwick Glassworks", "when": datetime(1902, 5, 1), "none": None},
+    )
+    rag = make_rag([doc], persist_directory=tmp_path / "meta")
+    fresh = rag.retrieve("Who founded the Harwick Glassworks?", k=1)[0].metadata
+    rag.close()
+    loaded = BridgeRAG.load(tmp_path / "meta", embedder=embedder, entity_extractor=extractor)
+    again = loaded.retrieve("Who founded the Harwick Glassworks?", k=1)[0].metadata
+    assert fresh["when"] == again["when"] == "1902-05-01 00:00:00"
+    assert "none" not in fresh
+    assert "none" not in again
