@@ -18,7 +18,7 @@ import codecs
 import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +28,7 @@ from core.persist import FileData, array_to_bytes, array_view
 __all__ = ["PackedJson", "PackedStrings"]
 
 _log = logging.getLogger("bridge_rag.index")
+T = TypeVar("T")
 
 
 def _pack(strings: Sequence[str]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
@@ -37,7 +38,43 @@ def _pack(strings: Sequence[str]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np
     return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
 
 
-class PackedStrings(Sequence[str]):
+class _Rows(Sequence[T]):
+    """A read-only sequence whose subclasses give its length and one row at a time (:meth:`_row`)."""
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def _row(self, i: int) -> T:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        if isinstance(index, slice):
+            return [self._row(i) for i in range(*index.indices(len(self)))]
+        n = len(self)
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError(f"row {index} out of range for {n} rows")
+        return self._row(i)
+
+    def __iter__(self) -> Iterator[T]:
+        for i in range(len(self)):
+            yield self._row(i)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class PackedStrings(_Rows[str]):
     """A read-only sequence of strings over a UTF-8 blob and its offsets, plus appended strings.
 
     Args:
@@ -97,34 +134,11 @@ class PackedStrings(Sequence[str]):
     def __len__(self) -> int:
         return self._saved + len(self._tail)
 
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        n = len(self)
-        i = index + n if index < 0 else index
-        if not 0 <= i < n:
-            raise IndexError(f"row {index} out of range for {n} rows")
+    def _row(self, i: int) -> str:
         if i >= self._saved:
             return self._tail[i - self._saved]
         start, end = int(self._offsets[i]), int(self._offsets[i + 1])
         return self._blob[start:end].tobytes().decode("utf-8")
-
-    def __iter__(self) -> Iterator[str]:
-        for i in range(len(self)):
-            yield self[i]
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"PackedStrings({len(self)} strings, {self._saved} packed)"
@@ -159,7 +173,7 @@ class PackedStrings(Sequence[str]):
         return packed
 
 
-class PackedJson(Sequence[dict[str, Any]]):
+class PackedJson(_Rows[dict[str, Any]]):
     """A read-only sequence of JSON objects stored as :class:`PackedStrings`; each access decodes a new dict.
 
     Args:
@@ -172,34 +186,15 @@ class PackedJson(Sequence[dict[str, Any]]):
     def __len__(self) -> int:
         return len(self._strings)
 
-    @overload
-    def __getitem__(self, index: int) -> dict[str, Any]: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
-
-    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
+    def _row(self, i: int) -> dict[str, Any]:
         try:
-            value = json.loads(self._strings[index])
+            value = json.loads(self._strings._row(i))
         except ValueError:
             value = None
         if not isinstance(value, dict):  # only a forged file with a valid checksum gets here
-            _log.warning("row %d's metadata in the index files is damaged (read as empty); rebuild it", index)
+            _log.warning("row %d's metadata in the index files is damaged (read as empty); rebuild it", i)
             return {}
         return value
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        for i in range(len(self)):
-            yield self[i]
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"PackedJson({len(self)} objects)"
