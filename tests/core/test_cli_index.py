@@ -421,7 +421,11 @@ class JournalFake:
 
 
 @pytest.fixture
-def fake() -> type[JournalFake]:
+def fake(monkeypatch: pytest.MonkeyPatch) -> type[JournalFake]:
+    import core.strategies.registry as registry
+
+    # registered for this test only: other tests see the built-in strategies alone
+    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
     name = f"journal-fake-{uuid.uuid4().hex[:8]}"
     cls = type("JournalFakeCopy", (JournalFake,), {"name": name})
     register_strategy(cls)  # type: ignore[arg-type]
