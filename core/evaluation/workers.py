@@ -246,11 +246,10 @@ def run_workers_benchmark(
         vectors_path = Path(tmp) / "questions.npy"
         np.save(vectors_path, np.stack([emb.embed_query(q) for q in questions]).astype(np.float32))
         Path(str(vectors_path) + ".txt").write_text("\n".join(questions), encoding="utf-8")
-        index_bytes = _warm(directory)
         rows = []
         for mode in _MODES:
             for count in (1, workers):
-                _warm(directory)
+                index_bytes = _warm(directory)
                 rows.append(_measure(directory, vectors_path, mode, count))
     out: dict[str, Any] = {
         "chunks": chunks,

@@ -172,16 +172,13 @@ class ChunkTable:
         return rows
 
     # ------------------------------------------------------------------ persistence
-    def to_json(self, *, with_texts: bool = False) -> dict[str, Any]:
-        """Ids, document ids and the live mask as JSON data (texts too, for a table without a store)."""
-        data: dict[str, Any] = {
+    def to_json(self) -> dict[str, Any]:
+        """Ids, document ids and the live mask as JSON data (texts and metadata: :meth:`to_files`)."""
+        return {
             "ids": self.rows.ids,
             "doc_ids": self.rows.doc_ids,
             "alive": self.alive.astype(int).tolist(),
         }
-        if with_texts:
-            data["texts"] = list(self.rows.texts)
-        return data
 
     def to_files(self) -> dict[str, bytes]:
         """The rows' texts and metadata as packed-string files (saved beside :meth:`to_json`)."""
@@ -228,7 +225,7 @@ class ChunkTable:
             if store is not None and not store.is_deferred:
                 _check_store_holds(store, table, what)
             return table
-        n = len(data.get("ids", ())) if isinstance(data, Mapping) else 0
+        n = len(data.get("ids", ()))
         row_texts = [str(t) for t in texts] if texts is not None else [""] * n
         metas: list[dict[str, Any]] = [{} for _ in range(n)]
         if store is not None:
