@@ -80,7 +80,8 @@ def _cmd_bench_all(args: argparse.Namespace) -> int:
         raise ValueError("--depths and --splade apply to --suite bridge / --suite umg only")
     t0 = time.perf_counter()
     result = run_comparison(
-        args.dataset,
+        _bench_dataset(args),
+        shape=_bench_shape(args),
         strategies=args.strategies,
         k=5 if args.k is None else args.k,
         sample=args.sample,
@@ -95,6 +96,18 @@ def _cmd_bench_all(args: argparse.Namespace) -> int:
         print(f"wrote {args.plot}")
     print(f"\ntotal run time {time.perf_counter() - t0:.1f} s")
     return 1 if result.failed else 0
+
+
+def _bench_dataset(args: argparse.Namespace) -> Any:
+    from core.evaluation.metrics import load_dataset
+
+    return load_dataset(args.dataset, args.questions)
+
+
+def _bench_shape(args: argparse.Namespace) -> Any:
+    from core.evaluation.shapes import CorpusShape
+
+    return CorpusShape(titles=args.titles, documents=args.documents, sections=args.sections)
 
 
 def _suite(args: argparse.Namespace) -> Suite:
@@ -120,11 +133,12 @@ def _cmd_bench_suite(args: argparse.Namespace) -> int:
     from core.evaluation.runner import run_suite, suite_output
 
     suite = _suite(args)
-    out = suite_output(run_suite(args.dataset, suite, seed=args.seed, sample=args.sample), suite)
+    shape = _bench_shape(args)
+    result = run_suite(_bench_dataset(args), suite, seed=args.seed, sample=args.sample, shape=shape)
+    out = suite_output(result, suite)
     print(
-        f"\n{out['dataset']}: {out['questions']} questions, {out['passages']:,} passages indexed "
-        "one document "
-        f"each in shuffled order (seed {out['seed']}); embedder {out['embedder']}\n"
+        f"\n{out['dataset']}: {out['questions']} questions, {out['passages']:,} passages, "
+        f"{shape.label()}, indexed in shuffled order (seed {out['seed']}); embedder {out['embedder']}\n"
     )
     print(out["table"])
     b = out["build"]
@@ -445,6 +459,30 @@ def build_parser() -> argparse.ArgumentParser:
         "BubbleRAG's p50 latency on the grown graph (the localisation check)",
     )
     bench.add_argument("--splade", action="store_true", help="umg suite: add the SPLADE expert (slow on CPU)")
+    bench.add_argument(
+        "--titles",
+        choices=["meta", "text", "none"],
+        default="meta",
+        help="where each passage's title goes: meta = metadata and the text's first line (default), "
+        "text = the first line only, none = nowhere (most users' documents)",
+    )
+    bench.add_argument(
+        "--documents",
+        choices=["passages", "grouped"],
+        default="passages",
+        help="passages = each passage its own document (default); grouped = the shuffled passages as the "
+        "consecutive sections of long documents (--sections each, source = the document; needs --titles "
+        "text or none); gold stays the passage id, a unit counting for the passages it contains",
+    )
+    bench.add_argument(
+        "--sections", type=int, default=20, help="--documents grouped: passages per document (default 20)"
+    )
+    bench.add_argument(
+        "--questions",
+        default="questions.jsonl",
+        help="questions file, a path or a name inside DATASET_DIR (default questions.jsonl; e.g. "
+        "singlehop.jsonl: musique's single-hop questions over the same corpus)",
+    )
     _out_and_run(bench, _cmd_bench)
     _add_scale_and_reliability(sub)
     _add_index_and_query(sub)

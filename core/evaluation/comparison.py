@@ -18,6 +18,7 @@ from core.evaluation.metrics import Dataset
 from core.evaluation.registry import DEFAULT_STRATEGIES
 from core.evaluation.result import ComparisonResult
 from core.evaluation.runner import run_suite
+from core.evaluation.shapes import CorpusShape
 from core.evaluation.suite import Suite, Variant, Versus
 
 __all__ = ["ComparisonResult", "comparison_suite", "run_comparison"]
@@ -27,7 +28,7 @@ def comparison_suite(strategies: Sequence[str] | None = None, *, k: int = 5, rag
     """The all-strategies comparison as a suite: one row per strategy, metrics at ``k``.
 
     Each query returns ``max(k, 10)`` results, so that passage recall is also reported at
-    2 and 10; answer recall, context words, RAGAS and the plot use the top ``k``. Beside them:
+    1, 2 and 10; answer recall, context words, RAGAS and the plot use the top ``k``. Beside them:
     recall@k minus dense retrieval's and minus the two-hop baseline's (points), and context
     words and p50 latency over dense's (ratios), each from the same run.
 
@@ -50,7 +51,7 @@ def comparison_suite(strategies: Sequence[str] | None = None, *, k: int = 5, rag
         "all",
         tuple(Variant(name) for name in names),
         k=max(k, 10),
-        ks=tuple(sorted({2, k, 10})),
+        ks=tuple(sorted({1, 2, k, 10})),
         answer_k=k,
         without_embedding=False,
         versus=versus,
@@ -71,6 +72,7 @@ def run_comparison(
     llm: Any = None,
     show_progress: bool = True,
     notice: Callable[[str], None] | None = None,
+    shape: CorpusShape | None = None,
 ) -> ComparisonResult:
     """Builds and measures every requested strategy over the same data in one run.
 
@@ -88,6 +90,8 @@ def run_comparison(
         llm: Optional LLM (LangChain, LlamaIndex or ragas) for the RAGAS LLM metrics.
         show_progress: Show progress bars.
         notice: Where notices go (default: stderr).
+        shape: How the passages become documents (titles in metadata and text, in the text
+            only or nowhere; one document per passage or grouped); default the dev corpora's.
 
     Returns:
         The figures.
@@ -107,4 +111,5 @@ def run_comparison(
         llm=llm,
         show_progress=show_progress,
         notice=notice,
+        shape=shape,
     )

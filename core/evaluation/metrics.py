@@ -78,13 +78,14 @@ class Dataset:
         return {p["id"]: f"{p['title']}\n{p['text']}" for p in self.passages}
 
     def documents(self, seed: int = 0) -> list[Document]:
-        """The passages as documents, shuffled with ``seed`` (one document per passage)."""
-        docs = [
-            Document(text=f"{p['title']}\n{p['text']}", id=p["id"], metadata={"title": p["title"]})
-            for p in self.passages
-        ]
-        random.Random(seed).shuffle(docs)
-        return docs
+        """The passages as documents, shuffled with ``seed`` (one document per passage).
+
+        Other shapes (titles only in the text, or none; passages grouped into long
+        documents): :func:`core.evaluation.shapes.shaped_documents`.
+        """
+        from core.evaluation.shapes import CorpusShape, shaped_documents
+
+        return shaped_documents(self.passages, CorpusShape(), seed)[0]
 
 
 def _read_jsonl(path: Path, required: dict[str, type | tuple[type, ...]]) -> list[dict[str, Any]]:
@@ -139,11 +140,13 @@ def load_passages(path: str | Path) -> list[dict[str, str]]:
     return [{"id": p["id"], "title": p["title"], "text": p["text"]} for p in corpus]
 
 
-def load_dataset(directory: str | Path) -> Dataset:
+def load_dataset(directory: str | Path, questions_file: str | Path = "questions.jsonl") -> Dataset:
     """Reads a dataset directory (``corpus.jsonl`` and ``questions.jsonl``).
 
     Args:
         directory: The dataset folder.
+        questions_file: The questions file: a path, or a file name inside ``directory`` (e.g.
+            ``singlehop.jsonl``: other questions over the same corpus).
 
     Returns:
         The dataset.
@@ -158,13 +161,16 @@ def load_dataset(directory: str | Path) -> Dataset:
         raise FileNotFoundError(f"dataset directory {str(root)!r} does not exist")
     passages = load_passages(root / "corpus.jsonl")
     known = {p["id"] for p in passages}
+    qpath = Path(questions_file)
+    if not qpath.is_absolute() and not qpath.is_file():
+        qpath = root / qpath
     raw = _read_jsonl(
-        root / "questions.jsonl",
+        qpath,
         {"id": str, "question": str, "answer": (str, int, float), "supporting_ids": list},
     )
     questions = []
     for q in raw:
-        where = f"{root / 'questions.jsonl'}:{q['_line']}"
+        where = f"{qpath}:{q['_line']}"
         missing = [s for s in q["supporting_ids"] if s not in known]
         if missing:
             raise ValueError(f"{where}: question {q['id']!r} cites unknown passage {missing[0]!r}")
@@ -180,7 +186,8 @@ def load_dataset(directory: str | Path) -> Dataset:
                 supporting_ids=tuple(q["supporting_ids"]),
             )
         )
-    return Dataset(name=root.name, passages=passages, questions=questions)
+    name = root.name if qpath.name == "questions.jsonl" else f"{root.name}/{qpath.stem}"
+    return Dataset(name=name, passages=passages, questions=questions)
 
 
 def demo_dataset() -> Dataset:
@@ -310,7 +317,12 @@ def latency_summary(run: RunResult) -> dict[str, float]:
 
 
 def summarize_runs(
-    questions: Sequence[Question], runs: Sequence[RunResult], ks: Sequence[int], *, answer_k: int = 5
+    questions: Sequence[Question],
+    runs: Sequence[RunResult],
+    ks: Sequence[int],
+    *,
+    answer_k: int = 5,
+    ids_of: Callable[[Sequence[Retrieved]], list[str]] = doc_ids_of,
 ) -> list[dict[str, Any]]:
     """Metrics per strategy: passage recall@k, answer recall, context words, latency, build time.
 
@@ -319,6 +331,8 @@ def summarize_runs(
         runs: One run per strategy.
         ks: The k of each passage recall column (``recall@{k}``).
         answer_k: The k of ``answer_recall@{answer_k}`` and ``context_words@{answer_k}``.
+        ids_of: The passage ids a list of results stands for (default: their document ids;
+            :class:`core.evaluation.shapes.PassageAttribution` for grouped documents).
 
     Returns:
         One row (dict) per run.
@@ -329,10 +343,7 @@ def summarize_runs(
         for k in ks:
             row[f"recall@{k}"] = float(
                 np.mean(
-                    [
-                        passage_recall(q, doc_ids_of(r[:k]))
-                        for q, r in zip(questions, run.results, strict=True)
-                    ]
+                    [passage_recall(q, ids_of(r[:k])) for q, r in zip(questions, run.results, strict=True)]
                 )
             )
         row[f"answer_recall@{answer_k}"] = float(

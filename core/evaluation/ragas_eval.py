@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -195,6 +195,7 @@ def evaluate_retrieval(
     embedder: Embedder | None = None,
     responses: Sequence[str] | None = None,
     show_progress: bool = False,
+    ids_of: Callable[[Sequence[Retrieved]], list[str]] = doc_ids_of,
 ) -> RagasScores:
     """Scores one strategy's results with ``ragas.evaluate``.
 
@@ -208,6 +209,8 @@ def evaluate_retrieval(
         responses: Answers to judge for faithfulness and answer relevancy; generated with
             ``llm`` from the retrieved contexts when None.
         show_progress: Show ragas' progress bar.
+        ids_of: The passage ids of a list of results (``retrieved_context_ids``); default
+            their document ids.
 
     Returns:
         The scores.
@@ -237,7 +240,7 @@ def evaluate_retrieval(
             "user_input": q.question,
             "retrieved_contexts": contexts,
             "reference_contexts": [passages[s] for s in q.supporting_ids],
-            "retrieved_context_ids": doc_ids_of(top),
+            "retrieved_context_ids": ids_of(top),
             "reference_context_ids": list(q.supporting_ids),
             "reference": q.answer,
         }

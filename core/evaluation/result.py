@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.evaluation.metrics import markdown_table
+from core.evaluation.shapes import CorpusShape
 from core.types import Retrieved
 
 __all__ = ["ComparisonResult"]
@@ -46,6 +47,8 @@ class ComparisonResult:
         versus: The columns comparing each row with a reference row (the suite's).
         results: Per strategy, each question's retrieved results (top k), for further
             evaluation (e.g. with ragas); not part of :meth:`to_json`.
+        shape: How the passages were handed over as documents (titles, grouping).
+        documents: Documents indexed (the passages, or the grouped documents).
     """
 
     dataset: str
@@ -68,6 +71,8 @@ class ComparisonResult:
     ks: list[int] = field(default_factory=list)
     versus: list[str] = field(default_factory=list)
     results: dict[str, list[list[Retrieved]]] = field(default_factory=dict, repr=False)
+    shape: CorpusShape = field(default_factory=CorpusShape)
+    documents: int = 0
 
     # ------------------------------------------------------------------ reporting
     def columns(self) -> list[str]:
@@ -128,9 +133,10 @@ class ComparisonResult:
     def summary(self) -> str:
         """The header line: data, corpus, seed, embedder and the shared corpus's build."""
         s = self.shared
+        docs = f" ({self.documents:,} documents)" if self.shape.documents == "grouped" else ""
         return (
             f"{self.dataset}: {self.questions} questions, {self.passages:,} passages as {self.chunks:,} "
-            f"chunks, each passage its own document, indexed in shuffled order (seed {self.seed}); "
+            f"chunks, {self.shape.label()}{docs}, indexed in shuffled order (seed {self.seed}); "
             f"k = {self.k}; embedder {self.embedder}; shared corpus built once in {s['build_s']:.1f} s "
             f"(chunk {s['seconds']['chunk']:.1f} s, embed {s['seconds']['embed']:.1f} s, "
             f"Chroma write {s['seconds']['store']:.1f} s); {self.date}"
@@ -164,6 +170,12 @@ class ComparisonResult:
             "questions": self.questions,
             "passages": self.passages,
             "chunks": self.chunks,
+            "shape": {
+                "titles": self.shape.titles,
+                "documents": self.shape.documents,
+                **({"sections": self.shape.sections} if self.shape.documents == "grouped" else {}),
+            },
+            "documents": self.documents,
             "seed": self.seed,
             "k": self.k,
             "ks": self.ks,

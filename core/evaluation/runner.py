@@ -54,7 +54,6 @@ from core.evaluation.metrics import (
     Question,
     RunResult,
     answer_found,
-    doc_ids_of,
     load_dataset,
     passage_recall,
     run_strategy,
@@ -63,6 +62,7 @@ from core.evaluation.metrics import (
 from core.evaluation.peak_memory import PeakMemory, measure_peak_rss
 from core.evaluation.registry import STRATEGIES, StrategySpec, resolve_strategies
 from core.evaluation.result import ComparisonResult
+from core.evaluation.shapes import CorpusShape, PassageAttribution, shaped_documents
 from core.evaluation.suite import Inspect, Suite, Variant
 from core.types import Retrieved
 
@@ -331,6 +331,7 @@ def run_suite(
     llm: Any = None,
     show_progress: bool = True,
     notice: Notice | None = None,
+    shape: CorpusShape | None = None,
 ) -> ComparisonResult:
     """Builds and measures every row of ``suite`` over the same data in one run.
 
@@ -344,6 +345,9 @@ def run_suite(
         llm: Optional LLM (LangChain, LlamaIndex or ragas) for the RAGAS LLM metrics.
         show_progress: Show progress bars.
         notice: Where notices go (default: stderr).
+        shape: How the passages become documents (:class:`~core.evaluation.shapes.CorpusShape`:
+            where the titles go, one document per passage or grouped); default the dev
+            corpora's own shape.
 
     Returns:
         The figures.
@@ -366,7 +370,8 @@ def run_suite(
     if not variants:
         raise ValueError("none of the requested strategies can run here; see the notices above")
     questions = data.sample_questions(sample, seed)
-    docs = data.documents(seed)
+    shape = shape or CorpusShape()
+    docs, attribution = shaped_documents(data.passages, shape, seed)
     emb = EmbeddingCache(as_embedder(embedder))
     emb.inner.embed_documents(["warm-up"])  # load lazily initialised kernels before timing anything
     emb.embed_query("warm-up")
@@ -408,8 +413,10 @@ def run_suite(
             "python": platform.python_version(),
         },
         extras=extras,
+        shape=shape,
+        documents=len(docs),
     )
-    _fill_rows(result, suite, questions, session.measured)
+    _fill_rows(result, suite, questions, session.measured, attribution)
     if suite.ragas:
         _add_ragas(
             result,
@@ -420,15 +427,23 @@ def run_suite(
             embedder=emb,
             say=say,
             show_progress=show_progress,
+            ids_of=attribution,
+            shape=shape,
         )
     return result
 
 
 def _fill_rows(
-    result: ComparisonResult, suite: Suite, questions: Sequence[Question], measured: Sequence[Measured]
+    result: ComparisonResult,
+    suite: Suite,
+    questions: Sequence[Question],
+    measured: Sequence[Measured],
+    ids_of: PassageAttribution,
 ) -> None:
     k = result.k
-    rows = summarize_runs(questions, [m.run for m in measured], ks=suite.ks, answer_k=suite.answer_k)
+    rows = summarize_runs(
+        questions, [m.run for m in measured], ks=suite.ks, answer_k=suite.answer_k, ids_of=ids_of
+    )
     for m, row in zip(measured, rows, strict=True):
         row.update(m.figures())
         name = m.variant.name
@@ -439,8 +454,8 @@ def _fill_rows(
         result.per_question[name] = [
             {
                 "question_id": q.id,
-                "doc_ids": doc_ids_of(res[:k]),
-                "passage_recall": passage_recall(q, doc_ids_of(res[:k])),
+                "doc_ids": ids_of(res[:k]),
+                "passage_recall": passage_recall(q, ids_of(res[:k])),
                 "answer_found": answer_found(q, [r.text for r in res[:k]]),
                 "latency_ms": lat,
             }
@@ -460,19 +475,27 @@ def _add_ragas(
     embedder: EmbeddingCache,
     say: Notice,
     show_progress: bool,
+    ids_of: PassageAttribution,
+    shape: CorpusShape,
 ) -> None:
     try:
         from core.evaluation.ragas_eval import evaluate_retrieval
     except ImportError as exc:  # pragma: no cover - ragas ships with the eval extra
         say(f"skipping the RAGAS metrics: {exc}")
         return
-    passages = data.passage_texts()
+    passages = {p["id"]: shape.passage_text(p) for p in data.passages}
     by_name = {r["strategy"]: r for r in result.rows}
     for m in tqdm(measured, desc="ragas", file=sys.stderr, disable=not show_progress):
         name = m.variant.name
         try:
             scores = evaluate_retrieval(
-                questions, m.run.results, passages, k=result.k, llm=llm, embedder=embedder.inner
+                questions,
+                m.run.results,
+                passages,
+                k=result.k,
+                llm=llm,
+                embedder=embedder.inner,
+                ids_of=ids_of,
             )
         except ImportError as exc:
             say(f"skipping the RAGAS metrics: {exc}")

@@ -147,8 +147,9 @@ def test_reports_json_and_plot(result: ComparisonResult, tmp_path: Path) -> None
     report = result.report()
     assert "tiny: 4 questions, 10 passages as 10 chunks" in report
     assert (
-        "| strategy | R@2 | R@3 | R@10 | AR@3 | words@3 | R@3 - dense | R@3 - two-hop | words@3 / dense "
-        "| p50 / dense | p50 ms | p95 ms | build s (shared corpus) | build s (alone) |" in report
+        "| strategy | R@1 | R@2 | R@3 | R@10 | AR@3 | words@3 | R@3 - dense | R@3 - two-hop "
+        "| words@3 / dense | p50 / dense | p50 ms | p95 ms | build s (shared corpus) "
+        "| build s (alone) |" in report
     )
     assert (
         "| strategy | ragas ID recall | ragas ID precision | ragas text recall | ragas text precision |"
@@ -375,7 +376,7 @@ def test_cli_bench_writes_table_json_and_plot(dataset_dir: Path, tmp_path: Path,
     )
     assert code == 0
     text = capsys.readouterr().out
-    assert "| strategy | R@2 | R@10 | AR@2 |" in text
+    assert "| strategy | R@1 | R@2 | R@10 | AR@2 |" in text
     assert "| dense |" in text
     assert "| bm25 |" in text
     assert "ragas ID recall" in text
@@ -392,7 +393,10 @@ def test_cli_bench_suite_prints_the_table_and_build_and_writes_json(
     out = tmp_path / "bridge.json"
     assert main(["bench", str(dataset_dir), "--suite", "bridge", "--depths", "2", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "tiny: 4 questions, 10 passages indexed one document each in shuffled order (seed 0)" in text
+    assert (
+        "tiny: 4 questions, 10 passages, titles in metadata and text, one document per passage, "
+        "indexed in shuffled order (seed 0)" in text
+    )
     assert SUITE_HEAD in text
     assert "| default at d=2 |" in text
     assert "| paper: + forest d=2 |" in text

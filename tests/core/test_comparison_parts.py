@@ -321,7 +321,7 @@ def test_the_suites_are_registry_configurations() -> None:
     everything = comparison_suite(k=3)
     assert [v.name for v in everything.variants] == list(STRATEGIES)
     assert (everything.ks, everything.answer_k, everything.without_embedding, everything.strict) == (
-        (2, 3, 10),
+        (1, 2, 3, 10),
         3,
         False,
         False,
