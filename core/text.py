@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 import unicodedata
+from collections.abc import Callable
 
 from core.types import Chunk, Document
 
 __all__ = [
     "chunk_document",
+    "heading_text",
+    "longest_names",
     "make_doc_id",
     "normalize_entity",
     "query_ngrams",
     "sentence_windows",
     "split_sentences",
+    "title_entities",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -129,9 +134,38 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+_MARKDOWN_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+\u2022>|]|\d+[.)])\s")
+_QUOTE_MARKS = re.compile(r"[\"\u201c\u201d\u2018\u2019\u00ab\u00bb]")
+MAX_HEADING_WORDS = 12
+
+
+def heading_text(line: str) -> str | None:
+    """The heading a line is, or None.
+
+    A markdown heading (``## Installation``), or a short line (at most 12 words and 100
+    characters) that starts with a capital letter or a digit, holds a letter, is not a list
+    item or a table row, and does not end with sentence punctuation. Whether it is followed
+    by text (a heading is) is for the caller to check.
+    """
+    m = _MARKDOWN_HEADING.match(line)
+    if m:
+        return m.group(2).strip() or None
+    text = line.strip()
+    if not text or len(text) > 100 or _LIST_ITEM.match(line) or text[-1] in ".!?:;,":
+        return None
+    first = _QUOTE_MARKS.sub("", text)[:1]
+    if not (first.isupper() or first.isdigit()) or not any(c.isalpha() for c in text):
+        return None
+    return text if len(text.split()) <= MAX_HEADING_WORDS else None
+
+
 # ---------------------------------------------------------------------------------------------
 # Chunking
 # ---------------------------------------------------------------------------------------------
+
+
+_BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
 
 
 def _split_long(text: str, start: int, end: int, size: int) -> list[tuple[int, int]]:
@@ -159,19 +193,29 @@ def _split_long(text: str, start: int, end: int, size: int) -> list[tuple[int, i
 def chunk_document(
     doc: Document, *, doc_id: str, chunk_size: int = 512, chunk_overlap: int = 64
 ) -> list[Chunk]:
-    """Split a document into sentence-aware chunks.
+    """Split a document into sentence-aware chunks that follow its sections and paragraphs.
 
     Whole sentences (see :func:`split_sentences`) are packed greedily into chunks of at most
-    ``chunk_size`` characters. Each chunk after the first starts with the trailing sentences of the
-    previous chunk that together span at most ``chunk_overlap`` characters (fewer when they would not
-    leave room for a new sentence). A sentence longer than ``chunk_size`` is split at word
-    boundaries, and a single word longer than ``chunk_size`` is split hard.
+    ``chunk_size`` characters, with two rules of layout:
+
+    - a heading line (:func:`heading_text`: a markdown ``#`` line, or a short line without
+      closing punctuation followed by more text) always starts a new chunk, so two sections
+      never share one (a report's sections, or the pages of a crawl joined into one file);
+    - a paragraph (text between blank lines) that fits in a chunk is never split: when it
+      does not fit in what is left of the current chunk, the chunk ends before it.
+
+    A paragraph longer than ``chunk_size`` is split between sentences, and each chunk that
+    continues it starts with its previous chunk's trailing sentences that together span at
+    most ``chunk_overlap`` characters (fewer when they would not leave room for a new
+    sentence). A sentence longer than ``chunk_size`` is split at word boundaries, and a
+    single word longer than ``chunk_size`` is split hard.
 
     Args:
         doc: The document to split.
         doc_id: The id recorded on every chunk (chunk ids are ``f"{doc_id}::{order}"``).
         chunk_size: Maximum chunk length in characters (>= 1).
-        chunk_overlap: Maximum characters shared by consecutive chunks (``0 <= overlap < size``).
+        chunk_overlap: Maximum characters shared by consecutive chunks of one paragraph
+            (``0 <= overlap < size``).
 
     Returns:
         The chunks in document order; ``chunk.text == doc.text[chunk.start:chunk.end]``, and every
@@ -189,15 +233,42 @@ def chunk_document(
         )
     text = doc.text
     units: list[tuple[int, int]] = []
-    for start, end in split_sentences(text):
-        units.extend(_split_long(text, start, end, chunk_size))
+    paragraph: list[int] = []  # the paragraph of each unit
+    heading: list[bool] = []  # whether a unit is a heading line (a chunk starts there)
+    breaks = [m.end() for m in _BLANK_LINE.finditer(text)]
+    spans = split_sentences(text)
+    for n, (start, end) in enumerate(spans):
+        para = bisect.bisect_right(breaks, start)
+        line_start = text.rfind("\n", 0, start) + 1
+        line_end = text.find("\n", end)
+        whole_line = (
+            not text[line_start:start].strip()
+            and not text[end : len(text) if line_end < 0 else line_end].strip()
+        )
+        is_heading = whole_line and n + 1 < len(spans) and heading_text(text[start:end]) is not None
+        for piece in _split_long(text, start, end, chunk_size):
+            units.append(piece)
+            paragraph.append(para)
+            heading.append(is_heading and piece[0] == start)
+    para_end: dict[int, int] = {}
+    for (_, end), para in zip(units, paragraph, strict=True):
+        para_end[para] = end
+
+    def fits_alone(i: int) -> bool:  # the paragraph starting at unit i fits in one chunk
+        return para_end[paragraph[i]] - units[i][0] <= chunk_size
 
     chunks: list[Chunk] = []
     first = 0
     while first < len(units):
         last = first
-        while last + 1 < len(units) and units[last + 1][1] - units[first][0] <= chunk_size:
-            last += 1
+        while last + 1 < len(units):
+            nxt = last + 1
+            if heading[nxt] or units[nxt][1] - units[first][0] > chunk_size:
+                break
+            new_paragraph = paragraph[nxt] != paragraph[last]
+            if new_paragraph and para_end[paragraph[nxt]] - units[first][0] > chunk_size and fits_alone(nxt):
+                break
+            last = nxt
         start, end = units[first][0], units[last][1]
         order = len(chunks)
         chunks.append(
@@ -213,15 +284,16 @@ def chunk_document(
         )
         if last + 1 == len(units):
             break
-        # The next chunk repeats the longest run of trailing units that fits the overlap budget
-        # and still leaves room for the next new unit; it never repeats the whole chunk.
         nxt = first_new = last + 1
-        while (
-            first_new - 1 > first
-            and end - units[first_new - 1][0] <= chunk_overlap
-            and units[nxt][1] - units[first_new - 1][0] <= chunk_size
-        ):
-            first_new -= 1
+        if paragraph[nxt] == paragraph[last] and not heading[nxt]:
+            # The next chunk continues this paragraph: it repeats the longest run of trailing
+            # units that fits the overlap budget and still leaves room for the next new unit.
+            while (
+                first_new - 1 > first
+                and end - units[first_new - 1][0] <= chunk_overlap
+                and units[nxt][1] - units[first_new - 1][0] <= chunk_size
+            ):
+                first_new -= 1
         first = first_new
     return chunks
 
@@ -365,6 +437,42 @@ def query_ngrams(text: str, max_n: int = 4) -> list[str]:
         for i in range(len(words) - n + 1):
             grams.setdefault(" ".join(words[i : i + n]))
     return list(grams)
+
+
+def longest_names(text: str, is_name: Callable[[str], bool], max_n: int = 8) -> list[str]:
+    """The names in a text, longest first at each position: greedy left-to-right matching.
+
+    The text is normalised like :func:`query_ngrams`; at each word the longest n-gram (up to
+    ``max_n`` words) for which ``is_name`` holds is taken and matching resumes after it, so a
+    name inside a longer one ("oklahoma" in "oklahoma city") is not returned for that
+    occurrence, while a separate occurrence of it is.
+
+    Args:
+        text: Any text.
+        is_name: Whether an n-gram is a known name.
+        max_n: The longest n-gram, in words (>= 1).
+
+    Returns:
+        The names found, in text order, without duplicates.
+
+    Raises:
+        ValueError: If ``max_n < 1``.
+    """
+    if max_n < 1:
+        raise ValueError(f"max_n must be >= 1, got {max_n}")
+    words = _normalize(text).split()
+    found: dict[str, None] = {}
+    i = 0
+    while i < len(words):
+        for n in range(min(max_n, len(words) - i), 0, -1):
+            gram = " ".join(words[i : i + n])
+            if is_name(gram):
+                found.setdefault(gram)
+                i += n
+                break
+        else:
+            i += 1
+    return list(found)
 
 
 def make_doc_id(text: str) -> str:

@@ -5,18 +5,22 @@ names ("Where was the composer of *By the Beautiful Sea* born?": the song's pass
 composer, the composer's passage has the birthplace). Dense similarity finds the first passage
 and misses the second; the links below find it with no LLM call:
 
-- **about**: an entity -> the units that are *about* it: those whose document title is that
-  entity (``title_entities``: the title, and the title without a trailing qualifier).
+- **about**: an entity -> the units that are *about* it: their document's title, or, where a
+  document has none, what its text says it is about (a heading first line, section headings,
+  the subject its paragraphs open with; :mod:`core.strategies.subjects`), each name also
+  without a trailing qualifier (``"Brother (band)"`` -> ``"brother"``).
 - **mentions**: an entity -> the units whose extracted entities (spaCy NER) include it, and,
-  at query time, the entities whose names occur in a unit's text (any n-gram of the text that
-  is a known entity name: how a passage "names" another passage's subject).
+  at query time, the entities whose names occur in a unit's text (the longest known name at
+  each place of the text: how a passage "names" another passage's subject).
 
 :meth:`EntityLinks.propagate` runs the hops over those links (what LinearRAG calls semantic
 bridging, with HippoRAG's node specificity as the weight of a mention):
 
 1. The query's entities (its n-grams that are entity names, longest match first, and its NER
    entities) give hop 1: the units about them get ``link_bonus``; the units mentioning them
-   get ``mention_bonus`` times the entity's specificity (``log(N / df) / log(N)``).
+   get ``mention_bonus`` times the entity's specificity (``log(N / df) / log(N)``); where
+   nothing is about a query's name, its ``mention_follow`` best mentioning units (by cosine)
+   get ``link_bonus`` times its specificity.
 2. Each further hop takes the ``hop_seeds`` best units so far (cosine plus bonus: the dense prior
    decides which passage's names are followed, so the walk follows the passages that match
    the question) and follows the entities they name: the units about those get ``hop_bonus``
@@ -26,10 +30,14 @@ bridging, with HippoRAG's node specificity as the weight of a mention):
    best passage names rises with every hop), and a unit that rises into the seeds lends its
    own names on the next hop (the third passage of a three-hop chain).
 
-Entities linked to more than ``link_max_df`` units (or mentioned by more than
-``mention_max_df``) are too common to say anything and are not followed. The walk touches only
-the units it reaches (a few dozen), so its cost does not grow with the corpus; the cosine of
-each reached unit comes from the strategy (an exact scan of those rows).
+How many units are about an entity is counted in *documents*: a long document is about its
+title in every unit, and its name is still followed; of one document's units about a name,
+the ``about_per_document`` best (those naming it, then by cosine: the dense prior ranks within
+the document) get the bonus. Entities that more than ``link_max_df`` documents are about (or
+more than ``mention_max_df`` units mention) are too common to say anything and are not
+followed. The walk touches only the units it reaches (a few dozen), so its cost does not grow
+with the corpus; the cosine of each reached unit comes from the strategy (an exact scan of
+those rows).
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ import numpy as np
 import numpy.typing as npt
 
 from core.persist import FileData, array_to_bytes, array_view, json_from_bytes, json_to_bytes
-from core.text import normalize_entity, query_ngrams, title_entities
+from core.text import longest_names, normalize_entity, query_ngrams, title_entities
 
 __all__ = [
     "EntityLinks",
@@ -82,10 +90,18 @@ class HopConfig:
         hop_bonus: Added to a unit about an entity a seed names (each hop after the first).
         mention_bonus: Added, times the entity's specificity, to a unit that mentions a
             followed entity (0 = about-links only).
-        link_max_df: Entities about more units than this are not followed.
+        link_max_df: Entities that more documents than this are about are not followed.
         mention_max_df: Entities mentioned by more units than this are not followed by mention.
         link_max_ngram: Longest n-gram, in words, looked up as an entity name (in the query
             and in a seed's text).
+        hub_discount: Scale a seed's about-bonus by the name's specificity.
+        about_per_document: Of one document's units about a followed name, the best this many
+            get the bonus (those naming it first, then by cosine): a long document is about
+            its subject in every unit, and its best units are the ones to reach.
+        mention_follow: Where no unit is about one of the query's names, the best this many
+            of the units that mention it (those naming it, by cosine) get ``link_bonus`` times
+            the name's specificity, so a corpus without titles still carries the first hop
+            (0 = only ``mention_bonus``).
     """
 
     link_hops: int = 4
@@ -97,6 +113,8 @@ class HopConfig:
     mention_max_df: int = 20
     link_max_ngram: int = 8
     hub_discount: bool = True
+    about_per_document: int = 2
+    mention_follow: int = 1
 
     def hop_checks(self) -> list[tuple[str, bool]]:
         """Range checks of the hop settings, as a strategy config's ``checks()`` lists them."""
@@ -113,6 +131,8 @@ class HopConfig:
                 self.link_max_df >= 1 and self.mention_max_df >= 1,
             ),
             ("link_max_ngram must be between 1 and 12", 1 <= self.link_max_ngram <= 12),
+            ("about_per_document must be >= 1", self.about_per_document >= 1),
+            ("mention_follow must be >= 0", self.mention_follow >= 0),
         ]
 
 
@@ -202,6 +222,18 @@ def _inverted(units: Ragged, n_entities: int, *, dedupe_with: Ragged | None = No
     return Ragged(indptr, unit_of)
 
 
+def _groups_per_entity(about: Ragged, group: IntArray, n_entities: int) -> list[int]:
+    """Distinct groups (documents) among each entity's units, computed with numpy."""
+    indptr, indices = about.to_arrays()
+    if not indices.size:
+        return [0] * n_entities
+    owner = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))
+    n_groups = int(group.max()) + 1 if group.size else 1
+    pairs = np.unique(owner * n_groups + group[indices])
+    counts: list[int] = np.bincount(pairs // n_groups, minlength=n_entities).tolist()
+    return counts
+
+
 class EntityLinks:
     """The about / mentions links of a set of units (chunks, windows, graph chunks).
 
@@ -214,9 +246,12 @@ class EntityLinks:
         self.vocab: dict[str, int] = {}
         self._about = Ragged()  # entity -> units about it
         self._mentions = Ragged()  # entity -> units whose NER names it
-        self._unit_about = Ragged()  # unit -> its title entities
+        self._unit_about = Ragged()  # unit -> the entities it is about
         self._unit_entities = Ragged()  # unit -> its NER entities
         self._named = Ragged()  # unit -> every entity it names (NER + names in its text)
+        self._unit_group = np.zeros(0, dtype=np.int64)  # unit -> its document (a group number)
+        self._about_groups: list[int] = []  # entity -> documents about it
+        self._last_group: list[int] = []  # entity -> the last document counted in _about_groups
 
     # ------------------------------------------------------------------ building
     @property
@@ -231,13 +266,18 @@ class EntityLinks:
             self.names.append(name)
             self._about.append([])
             self._mentions.append([])
+            self._about_groups.append(0)
+            self._last_group.append(-1)
         return e
 
-    def _register(self, about: list[int], ents: list[int]) -> None:
-        """Appends one unit with its title entities and extracted entities to every list."""
+    def _register(self, about: list[int], ents: list[int], group: int) -> None:
+        """Appends one unit with its about-entities and extracted entities to every list."""
         unit = len(self._unit_about)
         for e in about:
             self._about.add(e, unit)
+            if self._last_group[e] != group:
+                self._last_group[e] = group
+                self._about_groups[e] += 1
         for e in dict.fromkeys([*about, *ents]):
             self._mentions.add(e, unit)
         self._unit_about.append(about)
@@ -245,13 +285,14 @@ class EntityLinks:
 
     def add_units(
         self,
-        titles: Sequence[str | None],
+        about: Sequence[Sequence[str]],
         entities: Sequence[Sequence[str]],
         texts: Sequence[str],
         *,
+        groups: Sequence[str] | None = None,
         max_ngram: int = 8,
     ) -> None:
-        """Links the next units (rows ``num_units ..``): their titles, entities and named entities.
+        """Links the next units (rows ``num_units ..``): what they are about, their entities and names.
 
         A unit's named entities (what a walk follows from it) are its extracted ones and every
         known entity name among its text's n-grams, found once here, against the names known
@@ -260,27 +301,43 @@ class EntityLinks:
         link them, and a rebuild finds the rest.
 
         Args:
-            titles: Each unit's document title (None: no title, so nothing is about it).
+            about: The names each unit is about (a title, headings, lead subjects:
+                :func:`core.strategies.subjects.unit_subjects`); each also stands without a
+                trailing parenthetical qualifier (``"Brother (band)"`` -> ``"brother"``).
             entities: Each unit's extracted entity names (normalised here).
             texts: Each unit's text.
+            groups: Each unit's document (a document's units consecutive), so that how many
+                units are about a name counts documents, not units; None: each unit its own.
             max_ngram: Longest n-gram, in words, looked up as a name.
 
         Raises:
             ValueError: The sequences differ in length.
         """
-        if not len(titles) == len(entities) == len(texts):
-            raise ValueError(f"{len(titles)} titles, {len(entities)} entity lists and {len(texts)} texts")
+        mismatched_groups = groups is not None and len(groups) != len(texts)
+        if not len(about) == len(entities) == len(texts) or mismatched_groups:
+            raise ValueError(
+                f"{len(about)} about lists, {len(entities)} entity lists and {len(texts)} texts"
+                + ("" if groups is None else f" and {len(groups)} groups")
+            )
         first = len(self._unit_about)
-        for title, names in zip(titles, entities, strict=True):
-            about = [self._entity(n) for n in (title_entities(title) if title else []) if is_nameable(n)]
+        group = int(self._unit_group.max()) + 1 if self._unit_group.size else 0
+        new_groups = np.zeros(len(texts), dtype=np.int64)
+        for i, (names_about, names) in enumerate(zip(about, entities, strict=True)):
+            if i > 0 and (groups is None or groups[i] != groups[i - 1]):
+                group += 1
+            new_groups[i] = group
+            about_ids = [
+                self._entity(n)
+                for n in dict.fromkeys(x for name in names_about for x in title_entities(name))
+                if is_nameable(n)
+            ]
             ents = [
                 self._entity(n) for n in dict.fromkeys(normalize_entity(x) for x in names) if is_nameable(n)
             ]
-            self._register(about, ents)
+            self._register(about_ids, ents, group)
+        self._unit_group = np.concatenate([self._unit_group, new_groups])
         for unit, text in enumerate(texts, start=first):
-            grams = [
-                self.vocab[g] for g in query_ngrams(text, max_ngram) if g in self.vocab and is_nameable(g)
-            ]
+            grams = [self.vocab[g] for g in longest_names(text, self._known, max_ngram)]
             self._named.append(list(dict.fromkeys([*self._unit_entities[unit], *grams])))
 
     # ------------------------------------------------------------------ persistence
@@ -295,6 +352,7 @@ class EntityLinks:
             arrays[f"{key}_indptr"], arrays[f"{key}_indices"] = lists.to_arrays()
         for key, lists in (("about_units", self._about), ("mentions_units", self._mentions)):
             arrays[f"{key}_indptr"], arrays[f"{key}_indices"] = lists.to_arrays()
+        arrays["unit_group"] = np.asarray(self._unit_group, dtype=np.int64)
         return list(self.names), arrays
 
     @classmethod
@@ -346,9 +404,22 @@ class EntityLinks:
         else:  # saved before the entity -> unit lists were
             links._about = _inverted(links._unit_about, len(names))
             links._mentions = _inverted(links._unit_about, len(names), dedupe_with=links._unit_entities)
+        n_units = len(links._unit_about)
+        if "unit_group" in arrays:
+            group = np.asarray(arrays["unit_group"], dtype=np.int64)
+            if group.shape != (n_units,) or (n_units and (group.min() < 0 or np.any(np.diff(group) < 0))):
+                raise ValueError("entity links: bad unit groups")
+        else:  # saved before documents were counted: each unit its own document
+            group = np.arange(n_units, dtype=np.int64)
+        links._unit_group = group
+        links._about_groups = _groups_per_entity(links._about, group, len(names))
+        links._last_group = [-1] * len(names)
         return links
 
     # ------------------------------------------------------------------ querying
+    def _known(self, gram: str) -> bool:
+        return gram in self.vocab and is_nameable(gram)
+
     def link(self, text: str, extracted: Iterable[str] = (), *, max_ngram: int = 8) -> list[int]:
         """The entities a text names: its longest n-grams that are entity names, and ``extracted``.
 
@@ -407,22 +478,56 @@ class EntityLinks:
         def specificity(e: int) -> float:
             return math.log(n_units / max(1, self._mentions.size(e))) / log_n
 
+        def score(units: Sequence[int]) -> None:
+            new = np.asarray(sorted({u for u in units if u not in cos}), dtype=np.int64)
+            if new.size:
+                cos.update(zip(new.tolist(), cosine(new).astype(np.float64).tolist(), strict=True))
+
+        def best(units: list[int], n: int, e: int) -> list[int]:
+            """The ``n`` best of ``units``: those naming ``e`` first, then by cosine."""
+            score(units)
+            return sorted(units, key=lambda u: (e not in self._named[u], -cos[u], u))[:n]
+
+        def about_units(e: int, skip: int) -> list[int]:
+            """The live units about ``e``, the best ``about_per_document`` of each document."""
+            units = [u for u in self._about[e] if u != skip and alive[u]]
+            per_doc = config.about_per_document
+            if len(units) <= per_doc:
+                return units
+            by_doc: dict[int, list[int]] = {}
+            for u, g in zip(units, self._unit_group[units].tolist(), strict=True):
+                by_doc.setdefault(g, []).append(u)
+            if all(len(us) <= per_doc for us in by_doc.values()):
+                return units
+            return [u for us in by_doc.values() for u in (us if len(us) <= per_doc else best(us, per_doc, e))]
+
         def follow(
             entities: Iterable[int], about_bonus: float, gained: dict[int, tuple[float, str]], skip: int
         ) -> None:
             for e in entities:
-                about = self._about[e]
-                if 0 < len(about) <= config.link_max_df:
+                about: list[int] = []
+                if 0 < self._about_groups[e] <= config.link_max_df:
                     # a name the seed shares with many units (a hub) says little about the seed
                     w = about_bonus if skip < 0 or not config.hub_discount else about_bonus * specificity(e)
+                    about = about_units(e, skip)
                     for u in about:
-                        if u != skip and alive[u] and w > gained.get(u, (0.0, ""))[0]:
+                        if w > gained.get(u, (0.0, ""))[0]:
                             gained[u] = (w, self.names[e])
                 mentions = self._mentions[e]
-                if config.mention_bonus > 0 and 0 < len(mentions) <= config.mention_max_df:
+                if not 0 < len(mentions) <= config.mention_max_df:
+                    continue
+                live = [u for u in mentions if u != skip and alive[u]]
+                if config.mention_bonus > 0:
                     w = config.mention_bonus * specificity(e)
-                    for u in mentions:
-                        if u != skip and alive[u] and w > gained.get(u, (0.0, ""))[0]:
+                    for u in live:
+                        if w > gained.get(u, (0.0, ""))[0]:
+                            gained[u] = (w, self.names[e])
+                common = self._about_groups[e] > config.link_max_df
+                if skip < 0 and not about and not common and config.mention_follow > 0 and live:
+                    # nothing is about a query's name: the units that mention it and match the query best
+                    w = about_bonus * specificity(e)
+                    for u in best(live, config.mention_follow, e):
+                        if w > gained.get(u, (0.0, ""))[0]:
                             gained[u] = (w, self.names[e])
 
         for hop in range(1, config.link_hops + 1):
@@ -442,31 +547,23 @@ class EntityLinks:
                 r.bonus += w
                 if name not in r.via:
                     r.via.append(name)
-            self._score_new(cos, reached, cosine)
+            score(list(reached))
         return cos, reached
 
-    @staticmethod
-    def _score_new(
-        cos: dict[int, float],
-        reached: Mapping[int, Reached],
-        cosine: Callable[[IntArray], npt.NDArray[np.float64]],
-    ) -> None:
-        new = np.asarray(sorted(u for u in reached if u not in cos), dtype=np.int64)
-        if new.size:
-            for u, c in zip(new.tolist(), cosine(new).tolist(), strict=True):
-                cos[u] = float(c)
 
-
-_ARRAYS = tuple(
-    f"{key}_{part}"
-    for key in ("about", "entities", "named", "about_units", "mentions_units")
-    for part in ("indptr", "indices")
+_ARRAYS = (
+    *(
+        f"{key}_{part}"
+        for key in ("about", "entities", "named", "about_units", "mentions_units")
+        for part in ("indptr", "indices")
+    ),
+    "unit_group",
 )
-_OPTIONAL = frozenset(a for a in _ARRAYS if "_units_" in a)  # absent from older saves
+_OPTIONAL = frozenset(a for a in _ARRAYS if "_units_" in a or a == "unit_group")  # absent from older saves
 
 
 def links_files(links: EntityLinks) -> dict[str, bytes]:
-    """The files that save ``links`` in an index directory (``links.json`` + ten arrays)."""
+    """The files that save ``links`` in an index directory (``links.json`` + eleven arrays)."""
     names, arrays = links.to_arrays()
     files = {"links.json": json_to_bytes({"names": names})}
     files.update({f"links_{key}.npy": array_to_bytes(arrays[key]) for key in _ARRAYS})

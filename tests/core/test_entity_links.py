@@ -27,13 +27,14 @@ TEXTS = [
     "Other Thing\nOther Thing is unrelated to everything else here.",
     "A note without a title that mentions Alpha Song once.",
 ]
+ABOUT = [[t] if t else [] for t in TITLES]
 ENTITIES = [["Bob Composer"], ["Carl Town"], [], [], ["Alpha Song"]]
 QUERY = "Where was the composer of Alpha Song born?"
 
 
 def _links() -> EntityLinks:
     links = EntityLinks()
-    links.add_units(TITLES, ENTITIES, TEXTS)
+    links.add_units(ABOUT, ENTITIES, TEXTS)
     return links
 
 
@@ -102,7 +103,7 @@ def test_a_hub_lends_less_than_a_rare_name() -> None:
     # five units name "Hub Town"; only the first names "Rare Person"
     titles = ["Start", "Hub Town", "Rare Person", "A", "B", "C"]
     ents = [["Hub Town", "Rare Person"], [], [], ["Hub Town"], ["Hub Town"], ["Hub Town"]]
-    links.add_units(titles, ents, [f"{t}." for t in titles])
+    links.add_units([[t] for t in titles], ents, [f"{t}." for t in titles])
     cfg = HopConfig(link_hops=2, hop_seeds=1, mention_bonus=0.0)
     _, reached = links.propagate(
         links.link("what about start?"),
@@ -125,7 +126,7 @@ def test_dead_units_and_common_entities_are_not_followed() -> None:
     alive[:] = False
     assert links.live(links.link(QUERY), alive) == []
     crowded = EntityLinks()
-    crowded.add_units(["Alpha Song"] * 3, [[]] * 3, ["x"] * 3)
+    crowded.add_units([["Alpha Song"]] * 3, [[]] * 3, ["x"] * 3)
     cfg = HopConfig(link_hops=1, link_max_df=2, mention_bonus=0.0)
     _, none = crowded.propagate(
         crowded.link(QUERY),
@@ -156,8 +157,8 @@ def test_saved_links_round_trip_and_refuse_bad_files() -> None:
         links_from_files(bad)
     with pytest.raises(KeyError):
         links_from_files({k: v for k, v in files.items() if k != "links_entities_indptr.npy"})
-    with pytest.raises(ValueError, match="1 titles, 0 entity lists and 0 texts"):
-        links.add_units(["a"], [], [])
+    with pytest.raises(ValueError, match="1 about lists, 0 entity lists and 0 texts"):
+        links.add_units([["a"]], [], [])
 
 
 @pytest.mark.parametrize(
@@ -177,11 +178,11 @@ def test_strategy_configs_check_the_hop_settings(field: str, value: object, mess
 
 def test_links_loaded_from_arrays_grow_like_links_built_at_once() -> None:
     whole = EntityLinks()
-    whole.add_units(TITLES, ENTITIES, TEXTS)
+    whole.add_units(ABOUT, ENTITIES, TEXTS)
     head = EntityLinks()
-    head.add_units(TITLES[:3], ENTITIES[:3], TEXTS[:3])
+    head.add_units(ABOUT[:3], ENTITIES[:3], TEXTS[:3])
     loaded = links_from_files(links_files(head))  # the saved arrays, not Python lists
-    loaded.add_units(TITLES[3:], ENTITIES[3:], TEXTS[3:])
+    loaded.add_units(ABOUT[3:], ENTITIES[3:], TEXTS[3:])
     assert loaded.names == whole.names
     assert loaded.num_units == whole.num_units
     for key, arr in whole.to_arrays()[1].items():
@@ -206,3 +207,51 @@ def test_links_saved_without_their_entity_lists_compute_them() -> None:
     bad["links_about_units_indices.npy"] = array_to_bytes(np.full(2, 99, dtype=np.int64))
     with pytest.raises(ValueError, match="about_units"):
         links_from_files(bad)
+
+
+def test_a_long_document_counts_once_and_lends_its_best_units() -> None:
+    # one report of six units, all about "Acme Report"; two short notes about "Beta Note"
+    about = [["Acme Report"]] * 6 + [["Beta Note"], ["Beta Note"]]
+    texts = [f"part {i} of the acme report" if i != 4 else "x" for i in range(6)] + ["b", "c"]
+    groups = ["report"] * 6 + ["note-1", "note-2"]
+    links = EntityLinks()
+    links.add_units(about, [[]] * 8, texts, groups=groups)
+    cos = np.array([0.1, 0.2, 0.6, 0.3, 0.9, 0.4, 0.5, 0.5])
+    cfg = HopConfig(link_hops=1, link_max_df=1, about_per_document=2, mention_bonus=0.0)
+    _, reached = links.propagate(
+        links.link("what does the acme report say?"),
+        {},
+        config=cfg,
+        alive=np.ones(8, dtype=bool),
+        cosine=lambda rows: cos[rows],
+    )
+    # six units but one document: within link_max_df = 1; the two best units that name it
+    assert sorted(reached) == [2, 5], "units naming the subject first, then by cosine"
+    _, none = links.propagate(
+        links.link("what about beta note?"),
+        {},
+        config=cfg,
+        alive=np.ones(8, dtype=bool),
+        cosine=lambda rows: cos[rows],
+    )
+    assert none == {}, "two documents are about 'beta note': more than link_max_df"
+    back = links_from_files(links_files(links))  # the groups are saved with the links
+    assert np.array_equal(back._unit_group, links._unit_group)
+    assert back._about_groups == links._about_groups
+
+
+def test_a_query_name_nothing_is_about_reaches_its_best_mention() -> None:
+    links = EntityLinks()
+    links.add_units([[], [], []], [["Dana Reyes"], ["Dana Reyes"], []], ["Dana Reyes leads.", "Dana.", "x"])
+    cos = np.array([0.2, 0.4, 0.9])
+    alive = np.ones(3, dtype=bool)
+
+    def walk(cfg: HopConfig) -> dict[int, object]:
+        return links.propagate(
+            links.link("who is dana reyes?"), {}, config=cfg, alive=alive, cosine=lambda r: cos[r]
+        )[1]
+
+    reached = walk(HopConfig(link_hops=1, mention_bonus=0.0, mention_follow=1))
+    assert list(reached) == [1], "the mentioning unit closest to the query"
+    assert reached[1].bonus == pytest.approx(0.3 * np.log(3 / 2) / np.log(3))  # type: ignore[attr-defined]
+    assert walk(HopConfig(link_hops=1, mention_bonus=0.0, mention_follow=0)) == {}

@@ -180,6 +180,24 @@ def test_whole_document_in_one_chunk_and_metadata_copied() -> None:
     assert chunk.metadata is not meta
 
 
+def test_chunks_follow_sections_and_whole_paragraphs() -> None:
+    text = (
+        "Falcon\nFalcon is a rocket. It flies.\n\n"  # a section: heading and paragraph
+        "Zeta\nZeta is a project. It costs money.\n\n"  # the next section starts a chunk
+        "Aaaa aaa aaa. Bbbb bbb bbb.\n\nCccc ccc ccc ccc ccc ccc."  # paragraphs of no heading
+    )
+    chunks = chunk_document(Document(text=text), doc_id="d", chunk_size=60, chunk_overlap=20)
+    assert [c.text for c in chunks] == [
+        "Falcon\nFalcon is a rocket. It flies.",
+        "Zeta\nZeta is a project. It costs money.",  # the next paragraph would not fit whole
+        "Aaaa aaa aaa. Bbbb bbb bbb.\n\nCccc ccc ccc ccc ccc ccc.",  # paragraphs that fit share one
+    ]
+    # a paragraph that fits a chunk is never cut: the chunk ends before it
+    text = "Aaaa aaa. Bbbb bbb.\n\nCccc ccc ccc. Dddd ddd ddd."
+    chunks = chunk_document(Document(text=text), doc_id="d", chunk_size=30, chunk_overlap=10)
+    assert [c.text for c in chunks] == ["Aaaa aaa. Bbbb bbb.", "Cccc ccc ccc. Dddd ddd ddd."]
+
+
 @pytest.mark.parametrize("text", ["", "   \n\n  "])
 def test_empty_document_gives_no_chunks(text: str) -> None:
     assert chunk_document(Document(text=text), doc_id="d") == []

@@ -16,7 +16,8 @@ Made robust beyond the paper's Algorithm 1:
 - a second entity hop through the filter: the best entity-matched abstracts lend their other
   (rare) entities, and abstracts that mention them join the candidates with
   ``bridge_weight`` x their evidence, which finds the second passage of multi-hop questions;
-- a document's ``metadata["title"]`` counts as an entity of its abstracts;
+- what a document is about (its ``metadata["title"]``, else what its text says:
+  :mod:`core.strategies.subjects`) counts as an entity of its abstracts;
 - ``dense_pool`` dense hits from Chroma join the candidate pool, so a chunk that shares no
   entity with the query can still be found (set it to 0 for the paper's pure variant);
 - when no entity hits, the result is dense top-k from Chroma, marked as a fallback.
@@ -84,6 +85,7 @@ from core.strategies.entity_links import (
     links_from_files,
 )
 from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows, follows_writer
+from core.strategies.subjects import UnitSubjects, unit_subjects
 from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
 from core.text import query_ngrams, title_entities
 from core.types import BuildReport, Document, Retrieved
@@ -141,7 +143,10 @@ class BridgeConfig(StrategyConfig, HopConfig):
         tree_weight: Weight of the forest evidence: a candidate's nearest expanded ancestor's
             best seed evidence, times ``tree_decay`` per level climbed.
         tree_decay: Decay of the forest evidence per level.
-        title_entities: Treat a chunk's ``metadata["title"]`` as an entity of its abstract.
+        title_entities: Treat what a chunk's document is about (its ``metadata["title"]``, else a
+            heading first line or the subject of its first sentence:
+            :mod:`core.strategies.subjects`) as an entity of its abstract, and link the chunk to
+            what it is about for the entity-hop walk.
         longest_match: Drop a matched query n-gram that lies inside a longer matched one.
         exact_search_max_rows: Up to this many chunks, dense hits (the pool and the fallback)
             come from an exact C++ scan of the in-memory matrix; above it, from a faiss HNSW
@@ -816,7 +821,7 @@ class BridgeRAG(Follows):
                     spans.append((start, i, rows.doc_ids[start]))
                     start = i
             with timed(self.report, "entities"):
-                chunk_entities = self._extract_entities(rows)
+                chunk_entities, subjects = self._extract_entities(rows)
             writer = AbstractWriter(self.config.summary_words, self.llm)
             first_abs = len(self._abs_level)
             abs_entities: list[list[str]] = []
@@ -857,9 +862,12 @@ class BridgeRAG(Follows):
                     for ent in ents:
                         self._filter.insert(ent, [first_abs + j])
             with timed(self.report, "entity links"):
-                titles = [_title_of(m) if self.config.title_entities else None for m in rows.metadatas]
                 self._links.add_units(
-                    titles, chunk_entities, rows.texts, max_ngram=self.config.link_max_ngram
+                    [s.about if self.config.title_entities else () for s in subjects],
+                    chunk_entities,
+                    rows.texts,
+                    groups=rows.doc_ids,
+                    max_ngram=self.config.link_max_ngram,
                 )
             if first_build:
                 with timed(self.report, "hierarchy"):
@@ -879,8 +887,13 @@ class BridgeRAG(Follows):
                 self.report.counts["llm summaries"] = writer.llm_calls - writer.llm_failures
                 self.report.counts["llm failures"] = writer.llm_failures
 
-    def _extract_entities(self, rows: ChunkRows) -> list[list[str]]:
-        """Entities per chunk: NER over the text, plus the document title when metadata has one."""
+    def _extract_entities(self, rows: ChunkRows) -> tuple[list[list[str]], list[UnitSubjects]]:
+        """Entities per chunk (NER over the text, plus its document's subject) and what each is about.
+
+        A document's subject is its ``metadata["title"]``, else what its text says it is about
+        (:func:`core.strategies.subjects.unit_subjects`: a heading first line, the subject of
+        its first sentence).
+        """
         found: list[list[str]] = []
         batch = 256
         bar = tqdm(
@@ -894,12 +907,12 @@ class BridgeRAG(Follows):
             found += self.entity_extractor.extract(rows.texts[start : start + batch])
             bar.update(min(batch, len(rows.texts) - start))
         bar.close()
+        subjects = unit_subjects(rows.doc_ids, rows.texts, rows.metadatas, found)
         if self.config.title_entities:
-            for i, meta in enumerate(rows.metadatas):
-                title = meta.get("title")
-                if isinstance(title, str) and title.strip():
-                    found[i] = list(dict.fromkeys([*title_entities(title), *found[i]]))
-        return found
+            for i, subject in enumerate(subjects):
+                if subject.title:
+                    found[i] = list(dict.fromkeys([*title_entities(subject.title), *found[i]]))
+        return found, subjects
 
     def _build_levels(
         self, level_nodes: list[int], weights: npt.NDArray[np.float64], writer: AbstractWriter
@@ -1295,11 +1308,6 @@ class BridgeRAG(Follows):
 
 # ---------------------------------------------------------------------- module helpers
 _DENSE_PREFIX = "dense."
-
-
-def _title_of(metadata: Mapping[str, Any]) -> str | None:
-    title = metadata.get("title")
-    return title if isinstance(title, str) and title.strip() else None
 
 
 def _all_stopwords(ngram: str) -> bool:

@@ -80,6 +80,7 @@ from core.strategies.common import (
 from core.strategies.config import StrategyConfig
 from core.strategies.entity_links import EntityLinks, HopConfig, Reached, links_files, links_from_files
 from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows, follows_writer
+from core.strategies.subjects import unit_subjects
 from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
 from core.text import make_doc_id
 from core.types import BuildReport, Document, Retrieved
@@ -1059,23 +1060,31 @@ class BubbleRAG(Follows):
         """Adds chunk rows (already in Chroma) and their triples to the graph."""
         with self._lock:
             base = len(self._table.ids)
-            titles = [_title(m) for m in chunks.metadatas]
+            # what each chunk's document is about (a title, else read from its text) resolves
+            # pronoun subjects; with the triples' names as entities it also gives the links
+            titles = [s.title for s in unit_subjects(chunks.doc_ids, chunks.texts, chunks.metadatas)]
             with timed(self.report, "triples"):
                 found = self.triple_extractor.extract(chunks.texts, titles)
             with timed(self.report, "graph"):
-                chunk_names: list[list[str]] = []
+                chunk_names = [list(dict.fromkeys(n for t in tr for n in (t.head, t.tail))) for tr in found]
+                subjects = unit_subjects(chunks.doc_ids, chunks.texts, chunks.metadatas, chunk_names)
                 for i, triples in enumerate(found):
                     row = base + i
                     self.kg.add_triples(triples, chunk=row)
-                    names = list(dict.fromkeys(n for t in triples for n in (t.head, t.tail)))
-                    chunk_names.append(names)
-                    title = titles[i]
+                    title = subjects[i].title
                     if title and self.config.title_edges:
                         self.kg.add_node(title, row)
                         self.kg.add_triples(
-                            [Triple(title, "mentions", n, "title") for n in names[:_TITLE_EDGES]], chunk=row
+                            [Triple(title, "mentions", n, "title") for n in chunk_names[i][:_TITLE_EDGES]],
+                            chunk=row,
                         )
-                self._links.add_units(titles, chunk_names, chunks.texts, max_ngram=self.config.link_max_ngram)
+                self._links.add_units(
+                    [s.about for s in subjects],
+                    chunk_names,
+                    chunks.texts,
+                    groups=chunks.doc_ids,
+                    max_ngram=self.config.link_max_ngram,
+                )
             with timed(self.report, "embed graph"):
                 self.kg.embed_missing(self.embedder, show_progress=self.show_progress)
             with timed(self.report, "anchor index"):
@@ -1250,8 +1259,3 @@ def _firsts(groups: list[list[int]]) -> list[list[int]]:
         out.append(list(range(start, start + len(g))))
         start += len(g)
     return out
-
-
-def _title(meta: Mapping[str, Any]) -> str | None:
-    title = meta.get("title")
-    return title.strip() if isinstance(title, str) and title.strip() else None

@@ -69,6 +69,7 @@ from core.strategies.common import (
 from core.strategies.config import StrategyConfig
 from core.strategies.entity_links import EntityLinks, HopConfig, links_files, links_from_files
 from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows, follows_writer
+from core.strategies.subjects import unit_subjects
 from core.strategies.table import ChunkRows, ChunkTable, check_new_documents
 from core.strategies.umg.sparse import BM25Expert, SpladeExpert
 from core.strategies.umg.uncertainty import entropy_confidence, minmax_normalize, standardize
@@ -473,7 +474,11 @@ class UMGRAG(Follows):
     def _link_units(
         self, base: int, granularities: Sequence[Sequence[int]], metas: Sequence[Mapping[str, Any]]
     ) -> None:
-        """Entity links of the new bridge-granularity units (rows ``base ..``): NER and titles."""
+        """Entity links of the new bridge-granularity units (rows ``base ..``): NER and subjects.
+
+        What a window is about: its document's title, else what the text says
+        (:func:`core.strategies.subjects.unit_subjects`).
+        """
         if self.config.link_hops <= 0:
             return
         g = self.config.bridge_granularity
@@ -484,8 +489,15 @@ class UMGRAG(Follows):
             range(0, len(texts), 256), desc="entities", disable=not self.show_progress, leave=False
         ):
             entities += self.entity_extractor.extract(texts[start : start + 256])
-        titles = [_title(metas[r - base]) for r in rows]
-        self._links.add_units(titles, entities, texts, max_ngram=self.config.link_max_ngram)
+        doc_ids = [self._table.doc_ids[r] for r in rows]
+        subjects = unit_subjects(doc_ids, texts, [metas[r - base] for r in rows], entities)
+        self._links.add_units(
+            [s.about for s in subjects],
+            entities,
+            texts,
+            groups=doc_ids,
+            max_ngram=self.config.link_max_ngram,
+        )
         for r in rows:
             self._link_of_row[r] = len(self._link_rows)
             self._link_rows.append(r)
@@ -940,11 +952,6 @@ class UMGRAG(Follows):
         self._links = links
         self._link_rows = link_rows
         self._link_of_row = {r: i for i, r in enumerate(link_rows)}
-
-
-def _title(metadata: Mapping[str, Any]) -> str | None:
-    title = metadata.get("title")
-    return title if isinstance(title, str) and title.strip() else None
 
 
 def _as_splade(value: SpladeExpert | str | os.PathLike[str] | bool | None) -> SpladeExpert | None:
