@@ -166,6 +166,17 @@ def _cmd_bench_suite(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_table(args: argparse.Namespace) -> int:
+    from core.evaluation.robustness import kept_gains, load_runs, robustness_table
+
+    runs = load_runs(args.files)
+    print(robustness_table(runs, k=args.k))
+    kept = kept_gains(runs, k=args.k)
+    if kept:
+        print(f"\nR@{args.k} gain over dense kept from the titles-in-metadata shape:\n{kept}")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from core.demo import run_demo
 
@@ -404,6 +415,18 @@ def build_parser() -> argparse.ArgumentParser:
     bfd.add_argument("-k", type=int, default=5, help="results per query (default 5)")
     bfd.add_argument("--seed", type=int, default=0, help="corpus shuffle seed (default 0)")
     _out_and_run(bfd, _cmd_bench_filtered)
+
+    table = sub.add_parser(
+        "bench-table",
+        help="the robustness table: every strategy over every corpus shape, from bench --out JSON files",
+        description="Read the JSON files written by 'bridge-rag bench ... --out FILE' (one per dataset and "
+        "corpus shape: --titles, --documents, --questions) and print R@k of every strategy beside dense "
+        "retrieval (its gain in points), and how much of its titles-in-metadata gain each strategy keeps "
+        "on the other shapes. Example: bridge-rag bench-table docs/robust_*.json",
+    )
+    table.add_argument("files", nargs="+", help="bench JSON files")
+    table.add_argument("--k", type=_positive_int, default=5, help="the recall column to read (default 5)")
+    table.set_defaults(func=_cmd_bench_table)
 
     demo = sub.add_parser(
         "demo",

@@ -54,10 +54,13 @@ from core.persist import FileData, array_to_bytes, array_view, json_from_bytes, 
 from core.text import longest_names, normalize_entity, query_ngrams, title_entities
 
 __all__ = [
+    "CONFIDENT_Z",
     "EntityLinks",
     "HopConfig",
     "Reached",
+    "confident_head",
     "is_nameable",
+    "keep_confident_head",
     "links_files",
     "links_from_files",
 ]
@@ -70,7 +73,7 @@ _FUNCTION_WORDS = frozenset(
         "a", "an", "the", "of", "in", "on", "at", "to", "for", "by", "with", "and", "or", "is", "was",
         "were", "are", "be", "been", "who", "what", "which", "when", "where", "whose", "how", "why",
         "did", "does", "do", "that", "this", "from", "as", "it", "its", "his", "her", "their", "than",
-        "then", "he", "she", "they", "film", "song", "album", "born",
+        "then", "he", "she", "they",
     }
 )  # fmt: skip
 
@@ -102,6 +105,10 @@ class HopConfig:
             of the units that mention it (those naming it, by cosine) get ``link_bonus`` times
             the name's specificity, so a corpus without titles still carries the first hop
             (0 = only ``mention_bonus``).
+        common_share: A name that more than this share of the units use in their text (and
+            more than ``mention_max_df`` units) is a common word of the corpus, never followed
+            however few units are about it ("born" in a corpus of biographies): the corpus,
+            not a stop-list, says which words name nothing.
     """
 
     link_hops: int = 4
@@ -113,8 +120,9 @@ class HopConfig:
     mention_max_df: int = 20
     link_max_ngram: int = 8
     hub_discount: bool = True
-    about_per_document: int = 2
+    about_per_document: int = 1
     mention_follow: int = 1
+    common_share: float = 0.01
 
     def hop_checks(self) -> list[tuple[str, bool]]:
         """Range checks of the hop settings, as a strategy config's ``checks()`` lists them."""
@@ -133,6 +141,7 @@ class HopConfig:
             ("link_max_ngram must be between 1 and 12", 1 <= self.link_max_ngram <= 12),
             ("about_per_document must be >= 1", self.about_per_document >= 1),
             ("mention_follow must be >= 0", self.mention_follow >= 0),
+            ("common_share must be in (0, 1]", 0.0 < self.common_share <= 1.0),
         ]
 
 
@@ -249,9 +258,9 @@ class EntityLinks:
         self._unit_about = Ragged()  # unit -> the entities it is about
         self._unit_entities = Ragged()  # unit -> its NER entities
         self._named = Ragged()  # unit -> every entity it names (NER + names in its text)
+        self._named_count: list[int] = []  # entity -> units naming it
         self._unit_group = np.zeros(0, dtype=np.int64)  # unit -> its document (a group number)
         self._about_groups: list[int] = []  # entity -> documents about it
-        self._last_group: list[int] = []  # entity -> the last document counted in _about_groups
 
     # ------------------------------------------------------------------ building
     @property
@@ -267,16 +276,20 @@ class EntityLinks:
             self._about.append([])
             self._mentions.append([])
             self._about_groups.append(0)
-            self._last_group.append(-1)
+            self._named_count.append(0)
         return e
 
-    def _register(self, about: list[int], ents: list[int], group: int) -> None:
-        """Appends one unit with its about-entities and extracted entities to every list."""
+    def _register(self, about: list[int], ents: list[int], group: int, seen: set[tuple[int, int]]) -> None:
+        """Appends one unit with its about-entities and extracted entities to every list.
+
+        ``seen`` holds the (entity, group) pairs of this batch already counted (a batch's
+        groups are new, so pairs of earlier batches never repeat).
+        """
         unit = len(self._unit_about)
         for e in about:
             self._about.add(e, unit)
-            if self._last_group[e] != group:
-                self._last_group[e] = group
+            if (e, group) not in seen:
+                seen.add((e, group))
                 self._about_groups[e] += 1
         for e in dict.fromkeys([*about, *ents]):
             self._mentions.add(e, unit)
@@ -306,8 +319,8 @@ class EntityLinks:
                 trailing parenthetical qualifier (``"Brother (band)"`` -> ``"brother"``).
             entities: Each unit's extracted entity names (normalised here).
             texts: Each unit's text.
-            groups: Each unit's document (a document's units consecutive), so that how many
-                units are about a name counts documents, not units; None: each unit its own.
+            groups: Each unit's document, so that how many units are about a name counts
+                documents, not units; None: each unit its own.
             max_ngram: Longest n-gram, in words, looked up as a name.
 
         Raises:
@@ -320,11 +333,12 @@ class EntityLinks:
                 + ("" if groups is None else f" and {len(groups)} groups")
             )
         first = len(self._unit_about)
-        group = int(self._unit_group.max()) + 1 if self._unit_group.size else 0
+        base = int(self._unit_group.max()) + 1 if self._unit_group.size else 0
+        number: dict[str, int] = {}
         new_groups = np.zeros(len(texts), dtype=np.int64)
+        seen: set[tuple[int, int]] = set()
         for i, (names_about, names) in enumerate(zip(about, entities, strict=True)):
-            if i > 0 and (groups is None or groups[i] != groups[i - 1]):
-                group += 1
+            group = base + (i if groups is None else number.setdefault(groups[i], len(number)))
             new_groups[i] = group
             about_ids = [
                 self._entity(n)
@@ -334,11 +348,14 @@ class EntityLinks:
             ents = [
                 self._entity(n) for n in dict.fromkeys(normalize_entity(x) for x in names) if is_nameable(n)
             ]
-            self._register(about_ids, ents, group)
+            self._register(about_ids, ents, group, seen)
         self._unit_group = np.concatenate([self._unit_group, new_groups])
         for unit, text in enumerate(texts, start=first):
             grams = [self.vocab[g] for g in longest_names(text, self._known, max_ngram)]
-            self._named.append(list(dict.fromkeys([*self._unit_entities[unit], *grams])))
+            named = list(dict.fromkeys([*self._unit_entities[unit], *grams]))
+            self._named.append(named)
+            for e in named:
+                self._named_count[e] += 1
 
     # ------------------------------------------------------------------ persistence
     def to_arrays(self) -> tuple[list[str], dict[str, IntArray]]:
@@ -407,13 +424,13 @@ class EntityLinks:
         n_units = len(links._unit_about)
         if "unit_group" in arrays:
             group = np.asarray(arrays["unit_group"], dtype=np.int64)
-            if group.shape != (n_units,) or (n_units and (group.min() < 0 or np.any(np.diff(group) < 0))):
+            if group.shape != (n_units,) or (n_units and group.min() < 0):
                 raise ValueError("entity links: bad unit groups")
         else:  # saved before documents were counted: each unit its own document
             group = np.arange(n_units, dtype=np.int64)
         links._unit_group = group
         links._about_groups = _groups_per_entity(links._about, group, len(names))
-        links._last_group = [-1] * len(names)
+        links._named_count = np.bincount(links._named.to_arrays()[1], minlength=len(names)).tolist()
         return links
 
     # ------------------------------------------------------------------ querying
@@ -475,8 +492,11 @@ class EntityLinks:
         n_units = max(2, len(self._unit_about))
         log_n = math.log(n_units)
 
+        common_use = max(config.mention_max_df, config.common_share * n_units)
+
         def specificity(e: int) -> float:
-            return math.log(n_units / max(1, self._mentions.size(e))) / log_n
+            df = max(1, self._mentions.size(e), self._named_count[e])
+            return max(0.0, math.log(n_units / df) / log_n)
 
         def score(units: Sequence[int]) -> None:
             new = np.asarray(sorted({u for u in units if u not in cos}), dtype=np.int64)
@@ -505,6 +525,8 @@ class EntityLinks:
             entities: Iterable[int], about_bonus: float, gained: dict[int, tuple[float, str]], skip: int
         ) -> None:
             for e in entities:
+                if self._named_count[e] > common_use:  # a word most texts use names nothing
+                    continue
                 about: list[int] = []
                 if 0 < self._about_groups[e] <= config.link_max_df:
                     # a name the seed shares with many units (a hub) says little about the seed
@@ -549,6 +571,49 @@ class EntityLinks:
                     r.via.append(name)
             score(list(reached))
         return cos, reached
+
+
+#: How far above the mean of the dense list (in standard deviations) its best hit must stand
+#: for the walk to keep it in the results (:func:`keep_confident_head`).
+CONFIDENT_Z = 2.0
+
+
+def confident_head(dense: Sequence[tuple[int, float]], *, z: float = CONFIDENT_Z) -> int | None:
+    """The dense list's best unit when the list is confident about it, else None.
+
+    Confident: its cosine stands ``z`` standard deviations above the mean of the list (of at
+    least 5 hits, best first).
+    """
+    if len(dense) < 5:
+        return None
+    scores = np.asarray([s for _, s in dense], dtype=np.float64)
+    spread = float(scores.std())
+    return dense[0][0] if spread > 0 and (scores[0] - scores.mean()) / spread >= z else None
+
+
+def keep_confident_head(
+    order: Sequence[int], dense: Sequence[tuple[int, float]], k: int, *, z: float = CONFIDENT_Z
+) -> list[int]:
+    """The first ``k`` of ``order``, with the dense list's best hit kept when it is confident.
+
+    Simple questions must not lose to multi-hop evidence: when the query's nearest unit
+    stands out of its dense list (:func:`confident_head`), the walk's ranking may move it
+    down but not out of the top ``k``: it takes the last place if it fell below.
+
+    Args:
+        order: The strategy's ranking (unit ids, best first).
+        dense: The dense list (unit id, cosine), best first.
+        k: Results kept.
+        z: The confidence threshold.
+
+    Returns:
+        The kept unit ids, best first.
+    """
+    top = list(order[:k])
+    head = confident_head(dense, z=z)
+    if head is None or head in top:
+        return top
+    return [*top[: k - 1], head] if len(top) == k else [*top, head]
 
 
 _ARRAYS = (

@@ -20,11 +20,15 @@ laid out (never a benchmark's vocabulary):
   heading, or one directly followed by another); else, in a document without headings, the
   lead subject of its first sentence.
 
-A unit is about its document's subject, the heading of the section it lies in, the headings
-inside it and the lead subjects of the paragraphs that start in it (the first sentence of a
-unit counts as one). How much a long document's many units share its subject is for the
-walk to weigh: it counts an entity's frequency in documents and ranks a document's units
-by the dense prior (:class:`~core.strategies.entity_links.EntityLinks`).
+A unit is about its document's subject, the heading of the section it lies in and the
+headings inside it. Where no title or heading covers it, it is also about the lead subjects of
+the paragraphs that start in it, with the names they are also known as (``known as X``,
+``(born X``) and the short forms of a full name that the corpus's extracted entities use
+(``Harry Jack Revier`` -> ``Harry Revier``). A lead of one capitalised word counts only
+when it is a name, not a capitalised common noun (:func:`_stands_alone`). How much a long
+document's many units share its subject is for the walk to weigh: it counts an entity's
+frequency in documents and ranks a document's units by the dense prior
+(:class:`~core.strategies.entity_links.EntityLinks`).
 """
 
 from __future__ import annotations
@@ -369,8 +373,8 @@ def unit_subjects(
     """What each unit is about, from its document's title or, without one, from the text.
 
     Args:
-        doc_ids: Each unit's document; the units of a document must be consecutive and in
-            document order (chunks, or sentence windows by start).
+        doc_ids: Each unit's document; a document's units are read in the order given, which
+            should be the document's (chunks, or sentence windows by start).
         texts: Each unit's text.
         metadatas: Each unit's metadata (``title`` is read).
         entities: Each unit's extracted entity names (normalised or not): a lead subject of a
@@ -393,16 +397,18 @@ def unit_subjects(
         lowercase={w for t in texts for w in _LOWER_WORD.findall(t)},
         names={normalize_entity(e) for ents in entities or () for e in ents},
     )
-    out: list[UnitSubjects] = []
-    start = 0
-    while start < len(doc_ids):
-        end = start
-        while end < len(doc_ids) and doc_ids[end] == doc_ids[start]:
-            end += 1
-        names: Sequence[Sequence[str]] = [[]] * (end - start) if entities is None else entities[start:end]
-        out += _document_subjects(texts[start:end], metadatas[start:end], names, corpus)
-        start = end
-    return out
+    by_doc: dict[str, list[int]] = {}
+    for i, doc_id in enumerate(doc_ids):
+        by_doc.setdefault(doc_id, []).append(i)
+    out: list[UnitSubjects | None] = [None] * len(texts)
+    for units in by_doc.values():
+        names: Sequence[Sequence[str]] = (
+            [entities[i] for i in units] if entities is not None else [[]] * len(units)
+        )
+        found = _document_subjects([texts[i] for i in units], [metadatas[i] for i in units], names, corpus)
+        for i, subject in zip(units, found, strict=True):
+            out[i] = subject
+    return [s for s in out if s is not None]
 
 
 def _document_subjects(

@@ -14,6 +14,7 @@ from core.strategies.entity_links import (
     EntityLinks,
     HopConfig,
     is_nameable,
+    keep_confident_head,
     links_files,
     links_from_files,
 )
@@ -255,3 +256,13 @@ def test_a_query_name_nothing_is_about_reaches_its_best_mention() -> None:
     assert list(reached) == [1], "the mentioning unit closest to the query"
     assert reached[1].bonus == pytest.approx(0.3 * np.log(3 / 2) / np.log(3))  # type: ignore[attr-defined]
     assert walk(HopConfig(link_hops=1, mention_bonus=0.0, mention_follow=0)) == {}
+
+
+def test_a_confident_dense_hit_stays_in_the_results() -> None:
+    dense = [(9, 0.9), (1, 0.3), (2, 0.29), (3, 0.28), (4, 0.27), (5, 0.26)]
+    assert keep_confident_head([1, 2, 3], dense, 3) == [1, 2, 9], "it takes the last place"
+    assert keep_confident_head([9, 2, 3], dense, 3) == [9, 2, 3]
+    flat = [(9, 0.31), (1, 0.3), (2, 0.29), (3, 0.28), (4, 0.27), (5, 0.26)]
+    assert keep_confident_head([1, 2, 3], flat, 3) == [1, 2, 3], "a flat list is not confident"
+    assert keep_confident_head([1, 2, 3], dense[:4], 3) == [1, 2, 3], "too few hits to judge"
+    assert keep_confident_head([1], dense, 3) == [1, 9]

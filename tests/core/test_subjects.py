@@ -147,3 +147,10 @@ def test_subject_rules_never_fail_on_any_text(text: str) -> None:
     aliases(text)
     (unit,) = unit_subjects(["d"], [text], [{}])
     assert all(isinstance(a, str) and a for a in unit.about)
+
+
+def test_a_documents_units_need_not_be_neighbours() -> None:
+    texts = ["Falcon\nFalcon is a rocket.", "Zeta is a project.", "It flies."]
+    first, other, rest = unit_subjects(["a", "b", "a"], texts, [{}] * 3)
+    assert first.title == rest.title == "Falcon"
+    assert other.title == "Zeta"

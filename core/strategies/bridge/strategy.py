@@ -81,6 +81,7 @@ from core.strategies.entity_links import (
     EntityLinks,
     HopConfig,
     Reached,
+    keep_confident_head,
     links_files,
     links_from_files,
 )
@@ -110,7 +111,7 @@ _STOPWORD_TEXT = """a about above after again against all am an and any are as a
     same she should so some such than that the their theirs them themselves then there these they
     this those through to too under until up very was we were what when where which while who whom
     why will with would you your yours yourself yourselves also did does many much one two first
-    name named film born year years new old"""
+    name named year years new old"""
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
@@ -154,7 +155,8 @@ class BridgeConfig(StrategyConfig, HopConfig):
             live rows, or a filter's, as a predicate; saved with the index).
         dense_pool: Dense hits from Chroma added to the candidates; None = 2 x k, 0 = none.
         link_hops, hop_seeds, link_bonus, hop_bonus, mention_bonus, link_max_df, mention_max_df,
-            link_max_ngram: The entity-hop walk
+            link_max_ngram, hub_discount, about_per_document, mention_follow, common_share:
+            The entity-hop walk
             (:class:`~core.strategies.entity_links.HopConfig`).
         summary_words: Longest abstract summary, in words.
         fingerprint_bits: Fingerprint width of the entity filter (8-16).
@@ -607,7 +609,8 @@ class BridgeRAG(Follows):
         cand = self._forest.chunk_ids(np.union1d(nodes, extra_nodes).astype(np.int64)).astype(np.int64)
         cand = cand[cand < n_rows]
         cand = cand[alive[cand]]
-        dense_rows = [row for row, _ in self._dense_rows(query_vector, pool, alive)] if pool > 0 else []
+        dense_hits = self._dense_rows(query_vector, pool, alive) if pool > 0 else []
+        dense_rows = [row for row, _ in dense_hits]
         if dense_rows:
             cand = np.union1d(cand, np.asarray(dense_rows, dtype=np.int64))
         ids, cos = top_k_cosine(query_vector, matrix, cand, int(cand.size))
@@ -633,7 +636,10 @@ class BridgeRAG(Follows):
         total = (
             cos + cfg.entity_weight * boost + cfg.bridge_weight * bridge + cfg.tree_weight * tree_s + hop_s
         )
-        order = np.lexsort((ids, -total))[:k]
+        ranked = np.lexsort((ids, -total))
+        position = {int(r): i for i, r in enumerate(ids.tolist())}
+        kept = keep_confident_head(ids[ranked[:k]].tolist(), dense_hits, k)
+        order = np.asarray([position[r] for r in kept], dtype=np.int64)
         seed_set = set(seeds)
         node_hops = dict(zip(nodes.tolist(), hops.tolist(), strict=True))
         out: list[Retrieved] = []

@@ -78,7 +78,15 @@ from core.strategies.common import (
     timed,
 )
 from core.strategies.config import StrategyConfig
-from core.strategies.entity_links import EntityLinks, HopConfig, Reached, links_files, links_from_files
+from core.strategies.entity_links import (
+    EntityLinks,
+    HopConfig,
+    Reached,
+    confident_head,
+    keep_confident_head,
+    links_files,
+    links_from_files,
+)
 from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows, follows_writer
 from core.strategies.subjects import unit_subjects
 from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
@@ -130,7 +138,8 @@ class BubbleConfig(StrategyConfig, HopConfig):
         llm_frontier: Frontier facts shown to the LLM per round.
         llm_time_budget_s: Time budget of the LLM expansion per query.
         link_hops, hop_seeds, link_bonus, hop_bonus, mention_bonus, link_max_df, mention_max_df,
-            link_max_ngram: The entity-hop walk over the chunks' graph entities
+            link_max_ngram, hub_discount, about_per_document, mention_follow, common_share:
+            The entity-hop walk over the chunks' graph entities
             (:class:`~core.strategies.entity_links.HopConfig`), seeded by the chunks the
             evidence graphs rank best; ``link_hops=0`` turns it off.
         max_query_chars: Longest accepted query.
@@ -930,9 +939,11 @@ class BubbleRAG(Follows):
                         if 0 <= row < len(alive) and alive[row] and row not in evidence:
                             evidence[row] = (0.5 * weight, rank)
         cand = np.asarray(sorted(evidence), dtype=np.int64)
+        # the nearest chunks: the dense pool, the fill, and the hit a simple question must keep
+        near, sims = top_k_cosine(qv, self._table.matrix, np.flatnonzero(alive), max(cfg.dense_pool, k, 10))
+        dense_hits = list(zip(near.tolist(), sims.astype(np.float64).tolist(), strict=True))
         if cfg.dense_pool > 0:
-            dense_ids, _ = top_k_cosine(qv, self._table.matrix, np.flatnonzero(alive), cfg.dense_pool)
-            cand = np.union1d(cand, dense_ids.astype(np.int64))
+            cand = np.union1d(cand, near[: cfg.dense_pool].astype(np.int64))
         ids, cos = (
             top_k_cosine(qv, self._table.matrix, cand, int(cand.size))
             if cand.size
@@ -955,18 +966,21 @@ class BubbleRAG(Follows):
                     alive=alive,
                     cosine=lambda rows: row_cosines(qv, self._table.matrix, rows),
                 )
-        if len(prior) < k:  # too little evidence: the nearest chunks fill the results
-            near, sims = top_k_cosine(qv, self._table.matrix, np.flatnonzero(alive), k)
-            for r, c in zip(near.tolist(), sims.tolist(), strict=True):
-                if len(prior) >= k:
-                    break
-                prior.setdefault(int(r), float(c))
+        for r, c in dense_hits[:k]:  # too little evidence: the nearest chunks fill the results
+            if len(prior) >= k:
+                break
+            prior.setdefault(r, c)
+        head = confident_head(dense_hits)
+        if head is not None:  # a simple question's confident nearest chunk competes for the results
+            prior.setdefault(head, dense_hits[0][1])
         ids = np.asarray(sorted(prior), dtype=np.int64)
         cosines = row_cosines(qv, self._table.matrix, ids)
         ev = np.asarray([evidence.get(int(r), (0.0, -1))[0] for r in ids], dtype=np.float64)
         hop = np.asarray([reached[r].bonus if r in reached else 0.0 for r in ids.tolist()], dtype=np.float64)
         total = cosines + cfg.evidence_weight * ev + hop
-        order = np.lexsort((ids, -total))[:k]
+        position = {r: i for i, r in enumerate(ids.tolist())}
+        kept = keep_confident_head(ids[np.lexsort((ids, -total))[:k]].tolist(), dense_hits, k)
+        order = np.asarray([position[r] for r in kept], dtype=np.int64)
         concept_meta = [{"text": c.text, "weight": round(c.weight, 4), "kind": c.kind} for c in concepts]
         out = []
         for i in order:

@@ -102,7 +102,8 @@ class UMGConfig(StrategyConfig, HopConfig):
             these windows).
         bridge_weight: Multiplies the bridging expert's entropy confidence in the fusion.
         link_hops, hop_seeds, link_bonus, hop_bonus, mention_bonus, link_max_df, mention_max_df,
-            link_max_ngram: The bridging expert's entity-hop walk
+            link_max_ngram, hub_discount, about_per_document, mention_follow, common_share:
+            The bridging expert's entity-hop walk
             (:class:`~core.strategies.entity_links.HopConfig`); ``link_hops=0`` turns the expert off.
         max_query_chars: Longest accepted query.
     """
