@@ -13,6 +13,7 @@ from core.types import Chunk, Document
 __all__ = [
     "chunk_document",
     "heading_text",
+    "is_heading_line",
     "longest_names",
     "make_doc_id",
     "normalize_entity",
@@ -160,6 +161,19 @@ def heading_text(line: str) -> str | None:
     return text if len(text.split()) <= MAX_HEADING_WORDS else None
 
 
+def is_heading_line(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` (a sentence) is a whole line of its own that is a heading.
+
+    Whether more text follows it (a heading needs some) is for the caller to check.
+    """
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    rest = text[end : len(text) if line_end < 0 else line_end]
+    return (
+        not text[line_start:start].strip() and not rest.strip() and heading_text(text[start:end]) is not None
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Chunking
 # ---------------------------------------------------------------------------------------------
@@ -239,13 +253,8 @@ def chunk_document(
     spans = split_sentences(text)
     for n, (start, end) in enumerate(spans):
         para = bisect.bisect_right(breaks, start)
-        line_start = text.rfind("\n", 0, start) + 1
-        line_end = text.find("\n", end)
-        whole_line = (
-            not text[line_start:start].strip()
-            and not text[end : len(text) if line_end < 0 else line_end].strip()
-        )
-        is_heading = whole_line and n + 1 < len(spans) and heading_text(text[start:end]) is not None
+        is_heading = n + 1 < len(spans) and is_heading_line(text, start, end)
+
         for piece in _split_long(text, start, end, chunk_size):
             units.append(piece)
             paragraph.append(para)

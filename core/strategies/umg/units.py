@@ -1,9 +1,11 @@
 """Sentence-window units at several granularities (UMG-RAG's retrieval units).
 
 Every document is split into sentences; for each granularity g, overlapping windows of g
-sentences (stride g/2 by default) become units. A span that several granularities share
-(a short document gives the same whole-document window for every g >= its length) is one
-unit listed under each of those granularities, so it is embedded and indexed once.
+sentences (stride g/2 by default) become units. A window never crosses a heading line
+(:func:`core.text.heading_text`): the sections of a long document are windowed each on its
+own, as chunks never span two sections. A span that several granularities share (a short
+document gives the same whole-document window for every g >= its length) is one unit listed
+under each of those granularities, so it is embedded and indexed once.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from core.text import sentence_windows, split_sentences
+from core.text import is_heading_line, sentence_windows, split_sentences
 
 __all__ = ["UnitTable", "build_units"]
 
@@ -107,9 +109,10 @@ def build_units(
         if not sents:
             continue
         spans: dict[tuple[int, int], list[int]] = {}
-        for g, stride in zip(gs, st, strict=True):
-            for s, e in sentence_windows(len(sents), g, stride):
-                spans.setdefault((s, e), []).append(g)
+        for first, last in _sections(text, sents):
+            for g, stride in zip(gs, st, strict=True):
+                for s, e in sentence_windows(last - first, g, stride):
+                    spans.setdefault((first + s, first + e), []).append(g)
         for (s, e), unit_gs in sorted(spans.items()):
             u = len(table.doc_ids)
             cs, ce = sents[s][0], sents[e - 1][1]
@@ -123,3 +126,17 @@ def build_units(
             for g in unit_gs:
                 table.by_granularity[g].append(u)
     return table
+
+
+def _sections(text: str, sents: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sentence ranges ``[first, last)`` of a document's sections: each starts at a heading line.
+
+    A heading is a sentence that is a heading line of its own
+    (:func:`core.text.is_heading_line`) followed by more text; the text before the first
+    heading is a section too.
+    """
+    starts = [0]
+    for n, (start, end) in enumerate(sents[:-1]):
+        if n > 0 and is_heading_line(text, start, end):
+            starts.append(n)
+    return list(zip(starts, [*starts[1:], len(sents)], strict=True))
