@@ -51,7 +51,7 @@ def test_notebook_runs_on_the_demo_corpus(monkeypatch: pytest.MonkeyPatch) -> No
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "\n".join(_text(o) for o in outputs)
     assert "demo: 46 passages, 12 questions" in text
-    assert "| strategy | R@2 | R@5 | R@10 | AR@5 | words@5 | R@5 - dense |" in text
+    assert "| strategy | R@1 | R@2 | R@5 | R@10 | AR@5 | words@5 | R@5 - dense |" in text
     for name in ("| dense |", "| bridge |", "| umgp |", "| langchain-ensemble |", "| llamaindex-fusion |"):
         assert name in text
     assert "| strategy | ragas ID recall |" in text
