@@ -195,8 +195,8 @@ _CONNECTORS = frozenset(
 )
 _HONORIFICS = frozenset({"mr", "mrs", "ms", "dr", "prof", "sir", "madam", "mx"})
 _ABBREVIATED = frozenset({"st", "mt", "ft", "jr", "sr"}) | _HONORIFICS
-# Function words and common sentence openers: not names when they open a sentence.
-_STOP_WORDS = frozenset(
+#: Function words and common sentence openers: not names when they open a sentence.
+SENTENCE_OPENERS = frozenset(
     {
         "a", "an", "the", "this", "that", "these", "those", "i", "he", "she", "it", "we", "they", "you",
         "me", "him", "her", "us", "them", "my", "his", "its", "our", "their", "your", "in", "on", "at",
@@ -218,7 +218,7 @@ def _is_name_word(word: str, *, sentence_start: bool) -> bool:
     """A capitalised word that may be part of a name (``I`` never is)."""
     if not word[0].isupper() or word == "I":
         return False
-    return not sentence_start or word.lower() not in _STOP_WORDS
+    return not sentence_start or word.lower() not in SENTENCE_OPENERS
 
 
 class RuleBasedEntityExtractor:

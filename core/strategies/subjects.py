@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.entities import SENTENCE_OPENERS
 from core.text import heading_text, normalize_entity, split_sentences
 
 __all__ = ["UnitSubjects", "aliases", "lead_subject", "name_variants", "unit_subjects"]
@@ -66,23 +67,15 @@ _SUBJECT_CONNECTORS = _NAME_CONNECTORS | {"a", "an", "in", "on", "at", "to", "fo
 _ARTICLES = frozenset({"the", "a", "an"})
 #: Capitalised words that open a sentence without naming anything: pronouns, determiners,
 #: prepositions, conjunctions, adverbs of time and discourse (general English).
-_OPENERS = frozenset(
+_OPENERS = SENTENCE_OPENERS | frozenset(
     {
-        "a", "an", "the", "this", "that", "these", "those", "i", "he", "she", "it", "we", "they", "you",
-        "me", "him", "her", "us", "them", "my", "his", "its", "our", "their", "your", "in", "on", "at",
-        "of", "for", "from", "to", "with", "by", "about", "after", "before", "during", "since", "until",
-        "and", "but", "or", "nor", "so", "yet", "if", "when", "while", "where", "what", "which", "who",
-        "whom", "whose", "why", "how", "as", "because", "although", "though", "however", "then", "there",
-        "here", "also", "thus", "therefore", "yes", "no", "not", "all", "some", "many", "most", "each",
-        "every", "both", "either", "neither", "one", "is", "are", "was", "were", "be", "do", "does",
-        "did", "have", "has", "had", "can", "could", "will", "would", "should", "may", "might", "must",
-        "let", "please", "today", "yesterday", "tomorrow", "now", "once", "later", "finally", "according",
-        "following", "despite", "under", "over", "between", "among", "against", "without", "within",
-        "through", "into", "upon", "other", "another", "such", "several", "few", "any", "more", "less",
-        "first", "last", "next", "new", "see", "note", "unlike", "like", "based", "born", "similarly",
-        "additionally", "moreover", "furthermore", "meanwhile", "nevertheless", "instead", "otherwise",
-        "likewise", "consequently", "hence", "still", "indeed", "overall", "currently", "recently",
-        "originally", "initially", "eventually", "subsequently", "whereas",
+        "according", "following", "despite", "under", "over", "between", "among", "against",
+        "without", "within", "through", "into", "upon", "other", "another", "such", "several",
+        "few", "any", "more", "less", "first", "last", "next", "new", "see", "note", "unlike",
+        "like", "based", "born", "similarly", "additionally", "moreover", "furthermore",
+        "meanwhile", "nevertheless", "instead", "otherwise", "likewise", "consequently", "hence",
+        "still", "indeed", "overall", "currently", "recently", "originally", "initially",
+        "eventually", "subsequently", "whereas",
     }
 )  # fmt: skip
 #: Openers that start an adverbial of time ("After Charles II was restored ...").
