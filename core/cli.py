@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +24,20 @@ def _positive_ints(text: str) -> list[int]:
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return values
+
+
+def _megabytes(text: str) -> float:
+    """A ``--max-file-mb`` value: a positive, finite number of megabytes."""
+    problem = argparse.ArgumentTypeError(
+        f"expected a positive number of megabytes (e.g. 100 or 0.5), got {text!r}"
+    )
+    try:
+        value = float(text)
+    except ValueError:
+        raise problem from None
+    if not (math.isfinite(value) and value > 0):
+        raise problem
+    return value
 
 
 def _write_out(path: str | None, text: str) -> None:
@@ -243,6 +258,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
             collection=args.collection,
             globs=args.glob or (),
             progress=False if args.no_progress else None,
+            follow_symlinks=args.follow_symlinks,
+            max_file_mb=args.max_file_mb,
         )
     )
     return 0
@@ -256,13 +273,18 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
 
 def _add_index_and_query(sub: Any) -> None:
+    from core.files import DEFAULT_MAX_FILE_MB
+
     index = sub.add_parser(
         "index",
         help="index your own files (.txt, .md, .jsonl, .pdf) into a directory, or update that index",
         description="Read files and folders (recursively: .txt, .md, .jsonl with one JSON document per line, "
         ".pdf with the [pdf] extra) and index them with a strategy into an embedded Chroma under --index DIR "
         "(or a Chroma server). With --update, an existing index is brought up to date: new files added, "
-        "changed ones re-indexed, vanished ones deleted, by content hash, without a rebuild.",
+        "changed ones re-indexed, vanished ones deleted, by content hash, without a rebuild. Only regular "
+        "files are read: FIFOs, sockets, devices and files above --max-file-mb are skipped with a warning, "
+        "and so are symlinks inside folders (those leading outside are read with --follow-symlinks); a file "
+        "or folder named directly is read even when it is a symlink.",
     )
     index.add_argument(
         "paths",
@@ -290,6 +312,20 @@ def _add_index_and_query(sub: Any) -> None:
         action="append",
         metavar="PATTERN",
         help="only read files inside folders whose relative path or name matches (repeatable), e.g. '*.md'",
+    )
+    index.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="also read the files and folders that symlinks inside the folders lead to outside them "
+        "(by default skipped with a warning; links to places inside a folder are never followed)",
+    )
+    index.add_argument(
+        "--max-file-mb",
+        type=_megabytes,
+        default=DEFAULT_MAX_FILE_MB,
+        metavar="MB",
+        help=f"skip files larger than this many MB (of 2^20 bytes), with a warning "
+        f"(default {DEFAULT_MAX_FILE_MB:g})",
     )
     index.add_argument("--no-progress", action="store_true", help="no progress bars")
     index.set_defaults(func=_cmd_index)

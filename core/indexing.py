@@ -23,6 +23,7 @@ from typing import Any, TextIO
 from tqdm.auto import tqdm
 
 from core.files import (
+    DEFAULT_MAX_FILE_MB,
     SUPPORTED_SUFFIXES,
     FileScan,
     ReadFile,
@@ -69,6 +70,8 @@ class IndexOptions:
         collection: Chroma collection name (default: the strategy's own).
         globs: Patterns a file inside a folder must match.
         progress: Show progress bars (None: when stderr is a terminal).
+        follow_symlinks: Also read what symlinks inside the folders lead to outside them.
+        max_file_mb: Skip files larger than this many megabytes (None: no limit).
     """
 
     paths: Sequence[str]
@@ -81,6 +84,8 @@ class IndexOptions:
     collection: str | None = None
     globs: Sequence[str] = ()
     progress: bool | None = None
+    follow_symlinks: bool = False
+    max_file_mb: float | None = DEFAULT_MAX_FILE_MB
 
 
 @dataclass
@@ -174,7 +179,13 @@ def _say(stream: TextIO, text: str) -> None:
 
 
 def read_inputs(
-    paths: Sequence[str], globs: Sequence[str], *, progress: bool | None, warn: Callable[[str], None]
+    paths: Sequence[str],
+    globs: Sequence[str],
+    *,
+    progress: bool | None,
+    warn: Callable[[str], None],
+    follow_symlinks: bool = False,
+    max_file_mb: float | None = DEFAULT_MAX_FILE_MB,
 ) -> ReadResult:
     """Finds and reads every file, with a progress bar; unreadable files are collected, not raised.
 
@@ -182,16 +193,22 @@ def read_inputs(
         paths: Files and folders.
         globs: Patterns a file inside a folder must match.
         progress: Show the progress bar (None: when stderr is a terminal).
-        warn: Called with a message for each file that cannot be read or holds no text.
+        warn: Called with a message for each path skipped for a reason (a symlink not followed,
+            a special file, a file too large), each file that cannot be read and each that holds
+            no text.
+        follow_symlinks: Also read what symlinks inside the folders lead to outside them.
+        max_file_mb: Skip files larger than this many megabytes (None: no limit).
 
     Raises:
         CommandError: A path is missing, a named file is unsupported, two files share a relative
             path, or no supported file was found.
     """
     try:
-        scan = discover_files(paths, globs=globs)
+        scan = discover_files(paths, globs=globs, follow_symlinks=follow_symlinks, max_file_mb=max_file_mb)
     except (FileNotFoundError, ValueError) as exc:
         raise CommandError(str(exc)) from None
+    for message in scan.warnings():
+        warn(message)
     if not scan.files:
         others = f" ({len(scan.skipped)} other files skipped)" if scan.skipped else ""
         raise CommandError(
@@ -204,7 +221,7 @@ def read_inputs(
         scan.files, desc="reading", unit="file", disable=None if progress is None else not progress
     ):
         try:
-            read = read_file(item)
+            read = read_file(item, max_file_mb=max_file_mb)
             for doc in read.documents:
                 other = seen.get(str(doc.id))
                 if other is not None:
@@ -363,7 +380,14 @@ def _warn(err: TextIO) -> Callable[[str], None]:
 
 
 def _checked_read(options: IndexOptions, paths: Sequence[str], err: TextIO) -> ReadResult:
-    read = read_inputs(paths, options.globs, progress=_progress(options), warn=_warn(err))
+    read = read_inputs(
+        paths,
+        options.globs,
+        progress=_progress(options),
+        warn=_warn(err),
+        follow_symlinks=options.follow_symlinks,
+        max_file_mb=options.max_file_mb,
+    )
     if read.failures and options.strict:
         names = "; ".join(str(f) for f in read.failures)
         raise CommandError(

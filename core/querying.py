@@ -4,11 +4,16 @@ The strategy is read from ``DIR/sources.json``, or else from the strategy folder
 a saved index (``DIR/bridge``, ``DIR/umg``, ``DIR/bubble``). Results are printed for a person
 (rank, score, source and title, how each was found, the start of its text) or, with
 ``--json``, as one JSON document.
+
+Chunk texts and metadata come from the indexed files, so anything printed for a person goes
+through :func:`strip_terminal_controls` first: a file cannot clear the screen, retitle the
+window or hide lines through escape sequences. The JSON keeps every character (escaped).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 from collections.abc import Mapping, Sequence
@@ -18,7 +23,14 @@ from typing import Any, TextIO
 from core.indexing import CommandError, load_index_dir
 from core.sources import read_sources
 
-__all__ = ["format_results", "parse_filter_json", "provenance_lines", "results_json", "run_query"]
+__all__ = [
+    "format_results",
+    "parse_filter_json",
+    "provenance_lines",
+    "results_json",
+    "run_query",
+    "strip_terminal_controls",
+]
 
 #: Provenance keys shown first, in this order, when a result has them.
 _SHOWN_FIRST = (
@@ -55,9 +67,36 @@ _NOT_SHOWN = frozenset(
         "ceg_count",
     }
 )
+#: ANSI escape sequences, whole: CSI (``ESC [``, parameters, a final byte), the strings OSC,
+#: DCS, SOS, PM and APC (``ESC ]``, ``ESC P``, ``ESC X``, ``ESC ^``, ``ESC _``, up to BEL or
+#: ST) and the other ``ESC`` sequences (intermediate bytes, a final byte). Their 8-bit forms
+#: (C1 introducers) are made harmless by removing the C1 character alone.
+_ESCAPE_SEQUENCE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b[\]PX^_][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
+    r"|\x1b[ -/]*[0-~]"
+)
+#: Control characters left after the sequences: C0 but newline and tab, DEL, C1.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: The characters ``--json`` escapes beyond what :func:`json.dumps` does: DEL and C1.
+_JSON_RAW_CONTROL = re.compile(r"[\x7f-\x9f]")
 _TOP_EXPERTS = 4
 _TEXT_LINES = 4
 _WIDTH = 100
+
+
+def strip_terminal_controls(text: str) -> str:
+    r"""Removes what a terminal would act on instead of showing, for printing text to a person.
+
+    Args:
+        text: Any text (a chunk, a metadata value, the question).
+
+    Returns:
+        ``text`` without ANSI escape sequences (CSI such as ``"\x1b[31m"``, OSC such as
+        ``"\x1b]0;title\x07"`` and the like) and without control characters: C0 except
+        newline and tab, DEL and C1 (U+0080 to U+009F). Everything else is kept.
+    """
+    return _CONTROL.sub("", _ESCAPE_SEQUENCE.sub("", text))
 
 
 def parse_filter_json(text: str | None) -> dict[str, Any] | None:
@@ -99,7 +138,10 @@ def _short(value: Any, limit: int = 160) -> str:
 
 
 def provenance_lines(metadata: Mapping[str, Any], keys: frozenset[str]) -> str:
-    """How a result was found, as ``key: value`` pairs (``keys``: the strategy's provenance keys)."""
+    """How a result was found, as ``key: value`` pairs (``keys``: the strategy's provenance keys).
+
+    The line is for a person: terminal controls in the values are removed.
+    """
     shown = [k for k in _SHOWN_FIRST if k in keys] + sorted(k for k in keys if k not in _SHOWN_FIRST)
     parts = []
     for key in shown:
@@ -117,7 +159,7 @@ def provenance_lines(metadata: Mapping[str, Any], keys: frozenset[str]) -> str:
             parts.append(f"{key}: {_short(value)}")
     if "sent_start" in metadata and "sent_end" in metadata:
         parts.append(f"sentences: {metadata['sent_start']}-{metadata['sent_end']}")
-    return "; ".join(parts)
+    return strip_terminal_controls("; ".join(parts))
 
 
 def _trimmed(text: str) -> list[str]:
@@ -130,27 +172,29 @@ def _trimmed(text: str) -> list[str]:
 
 
 def format_results(query: str, strategy: str, results: Sequence[Any], keys: frozenset[str]) -> str:
-    """The human-readable answer of ``bridge-rag query``."""
-    lines = [f"{len(results)} results from {strategy} for {query!r}"]
+    """The human-readable answer of ``bridge-rag query``, without terminal controls (see the module)."""
+    clean = strip_terminal_controls
+    lines = [f"{len(results)} results from {clean(strategy)} for {clean(query)!r}"]
     for rank, r in enumerate(results, start=1):
         meta = r.metadata
-        where = str(meta.get("source", r.id))
-        title = meta.get("title")
-        head = f"{where} - {title}" if title and str(title) != Path(where).stem else where
+        where = clean(str(meta.get("source", r.id)))
+        title = clean(str(meta.get("title") or ""))
+        head = f"{where} - {title}" if title and title != Path(where).stem else where
         lines.append("")
         lines.append(f"{rank}. [{r.score:.3f}] {head}")
         how = provenance_lines(meta, keys)
         if how:
             lines.append(f"   how: {how}")
-        lines += [f"   {line}" for line in _trimmed(r.text)]
+        lines += [f"   {line}" for line in _trimmed(clean(r.text))]
     return "\n".join(lines)
 
 
 def results_json(query: str, strategy: str, k: int, results: Sequence[Any]) -> str:
-    """The ``--json`` answer.
+    r"""The ``--json`` answer.
 
     ``{"query", "strategy", "k", "results": [{"id", "score", "text", "metadata"}]}``, metadata
-    made JSON-safe.
+    made JSON-safe. Every character is kept: the control characters are written as ``\u``
+    escapes (DEL and C1 too, which :func:`json.dumps` leaves raw), so no terminal acts on them.
     """
     from core.strategies.common import jsonable
 
@@ -163,7 +207,9 @@ def results_json(query: str, strategy: str, k: int, results: Sequence[Any]) -> s
             for r in results
         ],
     }
-    return json.dumps(doc, ensure_ascii=False, indent=2)
+    text = json.dumps(doc, ensure_ascii=False, indent=2)
+    # raw DEL / C1 characters can only be inside JSON strings, where a \\u escape means the same
+    return _JSON_RAW_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def run_query(

@@ -17,14 +17,18 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
+import secrets
 import threading
+import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -33,7 +37,19 @@ import numpy as np
 import numpy.typing as npt
 from tqdm.auto import tqdm
 
-__all__ = ["DEFAULT_HNSW", "SIBLING_TAG", "ChunkStore", "StoredChunks", "sanitize_metadata", "sanitize_value"]
+from core.writer_lock import owner_gone, owner_record
+
+__all__ = [
+    "BUILD_CLAIM_TIMEOUT",
+    "BUILD_HEARTBEAT",
+    "DEFAULT_HNSW",
+    "SIBLING_TAG",
+    "BuildInProgressError",
+    "ChunkStore",
+    "StoredChunks",
+    "sanitize_metadata",
+    "sanitize_value",
+]
 
 #: HNSW settings for new collections. Cosine space, so ``1 - distance`` is the cosine
 #: similarity. The large ``ef_construction`` / ``ef_search`` make the approximate search
@@ -57,6 +73,29 @@ FloatMatrix = npt.NDArray[np.float32]
 
 #: Collection metadata key marking a collection bridge-rag made beside another (its name).
 SIBLING_TAG = "bridge_rag_sibling_of"
+
+#: Seconds a build into a sibling collection (:meth:`ChunkStore.sibling` with ``replace=True``)
+#: keeps its claim without a heartbeat. A build whose claim was not refreshed for longer is
+#: taken for abandoned (its process crashed, or its host is gone) and may be replaced.
+BUILD_CLAIM_TIMEOUT = 120.0
+
+#: Seconds between the heartbeats that keep a running build's claim fresh
+#: (:meth:`ChunkStore.build_claim`); well below :data:`BUILD_CLAIM_TIMEOUT`.
+BUILD_HEARTBEAT = 15.0
+
+# The build claim: collection metadata keys of a sibling collection being built.
+_CLAIM_TOKEN = "bridge_rag_build"  # a random token naming one build
+_CLAIM_STATE = "bridge_rag_build_state"  # "building", then "complete" or "failed"
+_CLAIM_STARTED = "bridge_rag_build_started"  # when the build started (ISO 8601, UTC)
+_CLAIM_BEAT = "bridge_rag_build_beat"  # when the builder was last heard from (seconds since the epoch)
+_CLAIM_PID = "bridge_rag_build_pid"  # the builder's process ...
+_CLAIM_HOST = "bridge_rag_build_host"  # ... its host ...
+_CLAIM_PROC = "bridge_rag_build_proc"  # ... and its start time (absent off Linux)
+_REPLACE_ATTEMPTS = 5  # tries when concurrent builds keep replacing a sibling under this one
+
+
+class BuildInProgressError(RuntimeError):
+    """Another build is writing the sibling collection, or took it over from this build."""
 
 
 @dataclass
@@ -249,6 +288,68 @@ def _client_of(collection: Any) -> Any:
     )
 
 
+def _find_collection(client: Any, name: str) -> Any:
+    """The collection ``name`` of ``client`` (its current state), or None when there is none."""
+    from chromadb.errors import NotFoundError
+
+    try:
+        return client.get_collection(name, embedding_function=None)
+    except NotFoundError:
+        return None
+
+
+def _new_claim(sibling_of: str) -> dict[str, Any]:
+    """The metadata of a sibling collection created for a build of this process."""
+    owner = owner_record()
+    claim = {
+        SIBLING_TAG: sibling_of,
+        _CLAIM_TOKEN: secrets.token_hex(8),
+        _CLAIM_STATE: "building",
+        _CLAIM_STARTED: datetime.now(UTC).replace(microsecond=0).isoformat(),
+        _CLAIM_BEAT: time.time(),
+        _CLAIM_PID: owner["pid"],
+        _CLAIM_HOST: owner["host"],
+    }
+    if owner["started"] is not None:
+        claim[_CLAIM_PROC] = owner["started"]
+    return claim
+
+
+def _build_in_progress(metadata: Mapping[str, Any] | None) -> str | None:
+    """Who is building into a collection, by its metadata; None when no build is in progress.
+
+    None when the collection carries no claim (an older bridge-rag made it, or a build
+    without ``replace``), its build is complete or failed, or its builder is gone: it ran on
+    this host and its process is gone, or it has not beaten for :data:`BUILD_CLAIM_TIMEOUT`
+    seconds (the hosts' clocks are assumed to agree to well within that).
+    """
+    claim = metadata or {}
+    if claim.get(_CLAIM_STATE) != "building":
+        return None
+    pid, host = claim.get(_CLAIM_PID), claim.get(_CLAIM_HOST)
+    if owner_gone({"pid": pid, "host": host, "started": claim.get(_CLAIM_PROC)}):
+        return None
+    beat = claim.get(_CLAIM_BEAT)
+    if isinstance(beat, bool) or not isinstance(beat, int | float):
+        return None  # not a claim this module wrote
+    silent = time.time() - float(beat)
+    if silent > BUILD_CLAIM_TIMEOUT:
+        return None
+    return (
+        f"pid {pid} on host {host!r}, started at {claim.get(_CLAIM_STARTED, '?')}, "
+        f"last heard from {max(silent, 0.0):.0f} s ago"
+    )
+
+
+def _in_progress_message(name: str, building: str) -> str:
+    return (
+        f"another build of the collection {name!r} ({building}) is in progress; wait for it to "
+        "finish and retry, or build into a collection of your own (UMGRAG.from_store: pass "
+        f"units_store=...). A build unheard from for {BUILD_CLAIM_TIMEOUT:g} s is taken for "
+        "abandoned and replaced"
+    )
+
+
 class ChunkStore:
     """Chunks, their metadata and embeddings in one Chroma collection.
 
@@ -277,6 +378,7 @@ class ChunkStore:
         self._opener: Callable[[], ChunkStore] | None = None
         self._name: str | None = None
         self._open_lock = threading.Lock()
+        self._claim: dict[str, Any] | None = None  # the build claim of a replaced sibling (see sibling)
 
     @property
     def collection(self) -> Any:
@@ -469,11 +571,22 @@ class ChunkStore:
         Strategies that store units of their own (UMG-RAG's sentence windows) over a
         collection they were given keep them here, beside it, rather than in it.
 
+        With ``replace=True`` the collection is made anew for a build, and several processes
+        (or threads with clients of their own) may try that at once over one Chroma. So the
+        new collection carries a *build claim* in its metadata (a random token, the builder's
+        pid and host, the start time and a heartbeat), and an existing one is only replaced
+        when no build is in progress in it: its build finished or failed, or its builder is
+        gone (same host and the pid is free, or no heartbeat for :data:`BUILD_CLAIM_TIMEOUT`
+        seconds). Build inside :meth:`build_claim` of the returned store, which keeps the
+        claim fresh and marks it complete at the end. Of two builds replacing the same
+        collection at once, exactly one gets it (Chroma refuses to create a name twice); the
+        other gets :class:`BuildInProgressError`.
+
         Args:
             collection_name: The other collection's name (never this store's own).
             hnsw: HNSW settings merged over :data:`DEFAULT_HNSW` for a new collection.
-            replace: Delete the other collection first when an earlier sibling left it (only a
-                collection tagged as this store's sibling is ever deleted).
+            replace: Make the collection anew for a build, deleting the one an earlier build
+                left (only a collection tagged as this store's sibling is ever deleted).
 
         Returns:
             The store.
@@ -482,6 +595,7 @@ class ChunkStore:
             ValueError: The name breaks Chroma's rules or is this store's, a collection of that
                 name exists that is not this store's sibling, or the store's client cannot be
                 reached (a wrapped collection without one).
+            BuildInProgressError: ``replace`` and another build is writing the collection.
         """
         _check_collection_name(collection_name)
         client = self.client if self.client is not None else _client_of(self.collection)
@@ -492,28 +606,167 @@ class ChunkStore:
             )
         if collection_name == self.name:
             raise ValueError(f"a sibling of {self.name!r} needs another name")
-        existing = {c.name: c for c in client.list_collections()}
-        if collection_name in existing:
-            owner = (existing[collection_name].metadata or {}).get(SIBLING_TAG)
-            if owner != self.name:
-                raise ValueError(
-                    f"the collection {collection_name!r} exists and was not made by bridge-rag beside "
-                    f"{self.name!r}; pass the store to write to explicitly, or delete that collection"
-                )
-            if replace:
-                client.delete_collection(collection_name)
-        store = ChunkStore._open(
-            client,
-            collection_name,
-            create=True,
-            hnsw=hnsw,
-            location=self.location,
-            metadata={SIBLING_TAG: self.name},
-        )
+        if replace:
+            store = self._replace_sibling(client, collection_name, hnsw)
+        else:
+            existing = _find_collection(client, collection_name)
+            if existing is not None:
+                self._check_sibling(existing)
+            store = ChunkStore._open(
+                client,
+                collection_name,
+                create=True,
+                hnsw=hnsw,
+                location=self.location,
+                metadata={SIBLING_TAG: self.name},
+            )
         # The client belongs to this store (or to the caller): the sibling uses it, never closes it.
         store.client = client
         store._owns_client = False
         return store
+
+    def _check_sibling(self, collection: Any) -> None:
+        """Refuses a collection that bridge-rag did not make beside this store."""
+        if (collection.metadata or {}).get(SIBLING_TAG) != self.name:
+            raise ValueError(
+                f"the collection {collection.name!r} exists and was not made by bridge-rag beside "
+                f"{self.name!r}; pass the store to write to explicitly, or delete that collection"
+            )
+
+    def _replace_sibling(self, client: Any, name: str, hnsw: Mapping[str, Any] | None) -> ChunkStore:
+        """Makes the sibling ``name`` anew, carrying a build claim of this process.
+
+        The old collection is first renamed (by its id) to a unique name and deleted under
+        that name, so a collection another build has just created under ``name`` is never
+        deleted; then ``name`` is created, which Chroma does only once: a build that finds it
+        created meanwhile looks again and meets the other build's claim.
+        """
+        from chromadb.errors import NotFoundError
+
+        claim = _new_claim(self.name)
+        for _ in range(_REPLACE_ATTEMPTS):
+            existing = _find_collection(client, name)
+            if existing is not None:
+                self._check_sibling(existing)
+                building = _build_in_progress(existing.metadata)
+                if building is not None:
+                    raise BuildInProgressError(_in_progress_message(name, building))
+                retired = f"bridge_rag_replaced_{secrets.token_hex(8)}"
+                try:
+                    existing.modify(name=retired)
+                except NotFoundError:
+                    continue  # another build replaced it meanwhile: look again
+                with contextlib.suppress(NotFoundError):
+                    client.delete_collection(retired)
+            try:
+                collection = client.create_collection(
+                    name,
+                    configuration={"hnsw": {**DEFAULT_HNSW, **(hnsw or {})}},
+                    metadata=claim,
+                    embedding_function=None,
+                )
+            except Exception:
+                if _find_collection(client, name) is None:
+                    raise
+                continue  # another build created it first: look again (and meet its claim)
+            store = ChunkStore(collection)
+            store._location = self.location
+            store._claim = claim
+            return store
+        raise BuildInProgressError(
+            f"could not make the collection {name!r} anew: other builds kept replacing it at the "
+            "same time; retry once they are done"
+        )
+
+    @contextlib.contextmanager
+    def build_claim(self) -> Iterator[ChunkStore]:
+        """Runs a build into this store under its build claim; marks it complete at the end.
+
+        For a store from :meth:`sibling` with ``replace=True``: while the block runs, a
+        background thread refreshes the claim's heartbeat every :data:`BUILD_HEARTBEAT`
+        seconds, so a long build is never taken for an abandoned one. When the block ends
+        the claim is marked complete (a later ``sibling(..., replace=True)`` replaces the
+        collection, as a rebuild should), or failed when it raised (a retry may replace it at
+        once). For any other store (or once the claim is settled) this is a no-op.
+
+        Example:
+            >>> units = store.sibling(f"{store.name}_units", replace=True)  # doctest: +SKIP
+            >>> with units.build_claim():  # doctest: +SKIP
+            ...     units.add(ids, texts, vectors, metadatas)
+
+        Yields:
+            This store.
+
+        Raises:
+            BuildInProgressError: Another build took the collection over while this one ran
+                (this build went unheard from for :data:`BUILD_CLAIM_TIMEOUT` seconds): what
+                this build wrote went with the collection, and nothing was written into the
+                other build's collection.
+        """
+        claim, self._claim = self._claim, None  # settled once, by the outermost block
+        if claim is None:
+            yield self
+            return
+        stop = threading.Event()
+        beat = threading.Thread(
+            target=self._heartbeat, args=(claim, stop), name=f"build claim of {self.name}", daemon=True
+        )
+        beat.start()
+        try:
+            yield self
+        except BaseException as err:
+            stop.set()
+            beat.join()
+            try:
+                lost = not self._settle_claim(claim, "failed")
+            except Exception:  # Chroma unreachable: the claim expires by itself; the error says more
+                lost = False
+            if lost:
+                raise BuildInProgressError(self._lost_claim_message(claim)) from err
+            raise
+        stop.set()
+        beat.join()
+        if not self._settle_claim(claim, "complete"):
+            raise BuildInProgressError(self._lost_claim_message(claim))
+
+    def _holds_claim(self, claim: Mapping[str, Any], state: str) -> bool:
+        """Whether the collection named as this store's is still this store's, under ``claim``."""
+        current = _find_collection(self.client, self.collection.name)
+        if current is None or current.id != self.collection.id:
+            return False
+        metadata = current.metadata or {}
+        return bool(metadata.get(_CLAIM_TOKEN) == claim[_CLAIM_TOKEN] and metadata.get(_CLAIM_STATE) == state)
+
+    def _heartbeat(self, claim: Mapping[str, Any], stop: threading.Event) -> None:
+        """Refreshes the claim until ``stop`` is set or the claim is lost (a background thread)."""
+        while not stop.wait(BUILD_HEARTBEAT):
+            try:
+                if not self._holds_claim(claim, "building"):
+                    return  # taken over: the end of build_claim reports it
+                self.collection.modify(metadata={**claim, _CLAIM_BEAT: time.time()})
+            except Exception:  # a missed beat (Chroma busy or unreachable) is retried
+                continue
+
+    def _settle_claim(self, claim: Mapping[str, Any], state: str) -> bool:
+        """Marks the claim ``state`` ("complete" or "failed"); False when it was lost."""
+        if not self._holds_claim(claim, "building"):
+            return False
+        self.collection.modify(metadata={**claim, _CLAIM_STATE: state, _CLAIM_BEAT: time.time()})
+        # Chroma ignores a change to a deleted collection: read it back.
+        return self._holds_claim(claim, state)
+
+    def _lost_claim_message(self, claim: Mapping[str, Any]) -> str:
+        name = self.collection.name
+        current = _find_collection(self.client, name)
+        building = None if current is None else _build_in_progress(current.metadata)
+        now = f"; it is now built by {building}" if building else ""
+        return (
+            f"the build into the collection {name!r} (started at {claim[_CLAIM_STARTED]}) lost its "
+            "claim: another build replaced the collection (which happens once a build goes unheard "
+            f"from for {BUILD_CLAIM_TIMEOUT:g} s), or it was deleted{now}. What this build wrote went "
+            "with the old collection; build again once the other build is done, or into a "
+            "collection of your own (UMGRAG.from_store: pass units_store=...)"
+        )
 
     # ----------------------------------------------------------------- description
 

@@ -12,6 +12,16 @@ A lock left by a process that died (killed, crashed) is recognised: same host, a
 is gone or now belongs to a process that started at another time. Such a lock is replaced.
 A lock from another host cannot be checked from here; the error says how to remove it
 once that writer is known to be gone.
+
+A writer that dies between creating the file and writing its record leaves it empty (or,
+on a crash mid-write, garbled). Such a lock cannot name its owner, so its age decides: younger
+than :data:`UNREADABLE_GRACE` seconds (by the file's modification time) it may be a writer
+creating it this instant and counts as held; older, it is stale and replaced. A lock file this
+process may not read at all (another user's) is never broken.
+
+Replacing a stale lock is race-free: the file is first renamed to a unique name (exactly one
+process wins the rename), then checked to be the very file judged stale; a lock taken by a
+new writer in between is put back.
 """
 
 from __future__ import annotations
@@ -23,15 +33,31 @@ import os
 import secrets
 import socket
 import threading
+import time
 import weakref
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LOCK_NAME", "IndexLockedError", "WriterLock", "holds_lock", "lock_owner", "release_locks_of"]
+__all__ = [
+    "LOCK_NAME",
+    "UNREADABLE_GRACE",
+    "IndexLockedError",
+    "WriterLock",
+    "holds_lock",
+    "lock_owner",
+    "owner_gone",
+    "owner_record",
+    "release_locks_of",
+]
 
 #: The lock file's name inside an index directory.
 LOCK_NAME = "WRITER.lock"
+
+#: Seconds an empty or unreadable lock file counts as held (a writer may be between creating
+#: it and writing its record); older, it was left by a writer that crashed there and is stale.
+UNREADABLE_GRACE = 10.0
 
 _HELD: dict[Path, WriterLock] = {}
 _HELD_LOCK = threading.Lock()
@@ -68,12 +94,41 @@ def _alive(pid: int, started: str | None) -> bool:
     return True
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def owner_record() -> dict[str, Any]:
+    """This process as the owner of a lock: its pid, host and start time (None off Linux)."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "started": _start_time(os.getpid())}
+
+
+def owner_gone(owner: Mapping[str, Any]) -> bool:
+    """Whether the process an :func:`owner_record` names is known to be gone.
+
+    It is when it ran on this host and its pid is free, or now belongs to a process that
+    started at another time. An owner on another host (or a record without a pid) is never
+    known to be gone from here.
+    """
+    if owner.get("host") != socket.gethostname():
+        return False
+    pid = owner.get("pid")
+    if not isinstance(pid, int):
+        return False
+    started = owner.get("started")
+    return not _alive(pid, started if isinstance(started, str) else None)
+
+
+def _parse(raw: bytes) -> dict[str, Any] | None:
+    """The owner record in a lock file's bytes; None when empty or not a JSON object."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(raw.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return None
     return data if isinstance(data, dict) else None
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        return _parse(path.read_bytes())
+    except OSError:
+        return None
 
 
 def lock_owner(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -133,9 +188,7 @@ class WriterLock:
 
     def _create(self) -> None:
         record = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "started": _start_time(os.getpid()),
+            **owner_record(),
             "token": self.token,
             "since": datetime.now(UTC).replace(microsecond=0).isoformat(),
         }
@@ -145,8 +198,7 @@ class WriterLock:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
                 if not self._clear_stale():
-                    owner = lock_owner(self.directory) or {}
-                    raise IndexLockedError(_locked_message(self.directory, owner)) from None
+                    raise IndexLockedError(_held_message(self.directory)) from None
                 continue
             try:
                 os.write(fd, payload)
@@ -154,32 +206,53 @@ class WriterLock:
             finally:
                 os.close(fd)
             return
-        raise IndexLockedError(_locked_message(self.directory, lock_owner(self.directory) or {}))
+        raise IndexLockedError(_held_message(self.directory))
 
     def _clear_stale(self) -> bool:
-        """Removes the lock file when its writer is gone; True when it was removed (or vanished)."""
-        owner = lock_owner(self.directory)
+        """Removes the lock file when its writer is gone; True when it was removed (or vanished).
+
+        A readable lock is stale when its writer ran on this host and is gone; an empty or
+        unreadable one when it is older than :data:`UNREADABLE_GRACE`.
+        """
+        try:
+            judged = self.path.stat()
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False  # not ours to read (another user's writer): never broken from here
+        owner = _parse(raw)
         if owner is None:
-            # Being written this instant, or unreadable: stale only if it stays empty.
-            try:
-                if self.path.stat().st_size > 0:
-                    return False
-            except FileNotFoundError:
-                return True
+            if time.time() - judged.st_mtime < UNREADABLE_GRACE:
+                return False  # a writer may be between creating the file and writing its record
+            return self._displace(lambda moved: _same_file(moved.stat(), judged) and _read(moved) is None)
+        if not owner_gone(owner):
             return False
-        if owner.get("host") != socket.gethostname():
-            return False
-        pid = owner.get("pid")
-        if not isinstance(pid, int) or _alive(pid, owner.get("started")):
-            return False
+        return self._displace(lambda moved: _read(moved) == owner)
+
+    def _displace(self, still_stale: Callable[[Path], bool]) -> bool:
+        """Removes the lock file judged stale, unless another writer took the lock meanwhile.
+
+        The file is renamed to a unique name first: of several processes clearing the same
+        stale lock, one wins the rename and the others find it gone and retry. The renamed
+        file is then checked with ``still_stale``; if it is not the file that was judged (the
+        stale lock was cleared and a new writer created its own between the judging and the
+        rename), it is put back.
+
+        Returns:
+            True when the lock file was removed (or had vanished): creating it may be retried.
+        """
         stale = self.path.with_name(f"{LOCK_NAME}.stale-{secrets.token_hex(4)}")
         try:
             os.replace(self.path, stale)  # one process wins the rename; the others retry
         except FileNotFoundError:
             return True
-        again = _read(stale)
-        if again is not None and again.get("token") != owner.get("token"):
-            # Another writer re-took the lock between our read and our rename: give it back.
+        try:
+            gone = still_stale(stale)
+        except OSError:
+            gone = False
+        if not gone:
+            # Another writer re-took the lock between our judging and our rename: give it back.
             with contextlib.suppress(OSError):
                 os.replace(stale, self.path)
             return False
@@ -217,6 +290,45 @@ def _release(directory: Path, token: str) -> None:
     if owner is not None and owner.get("token") == token and owner.get("pid") == os.getpid():
         with contextlib.suppress(FileNotFoundError):
             (directory / LOCK_NAME).unlink()
+
+
+def _same_file(now: os.stat_result, judged: os.stat_result) -> bool:
+    """Whether a stat describes the same, unchanged file as an earlier one."""
+    return (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) == (
+        judged.st_dev,
+        judged.st_ino,
+        judged.st_size,
+        judged.st_mtime_ns,
+    )
+
+
+def _held_message(directory: Path) -> str:
+    """Why the lock of ``directory`` cannot be taken, read from its lock file now."""
+    path = directory / LOCK_NAME
+    try:
+        judged = path.stat()
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return (
+            f"the writer lock of the index directory {str(directory)!r} kept changing hands while "
+            "this writer tried to take it; retry"
+        )
+    except OSError as err:
+        return (
+            f"the index directory {str(directory)!r} has a writer lock {str(path)!r} this process "
+            f"cannot read ({err}); it may belong to a writer run by another user: wait for it, or "
+            "delete the file once no writer is running"
+        )
+    owner = _parse(raw)
+    if owner is None:
+        age = max(0.0, time.time() - judged.st_mtime)
+        return (
+            f"the index directory {str(directory)!r} has an empty or unreadable writer lock "
+            f"{str(path)!r}, {age:.1f} s old: a writer may be creating it this instant. Retry in "
+            f"a few seconds; a lock still empty or unreadable after {UNREADABLE_GRACE:g} s was "
+            "left by a writer that crashed and is replaced"
+        )
+    return _locked_message(directory, owner)
 
 
 def _locked_message(directory: Path, owner: dict[str, Any]) -> str:

@@ -400,13 +400,18 @@ class StrategyRetriever(BaseRetriever):
         ids: list[str] = self.strategy.add_documents([from_langchain_document(d) for d in documents])
         return ids
 
-    def delete_documents(self, ids: Sequence[str]) -> int:
-        """Removes documents by id; returns how many chunks (or units) were removed.
+    def delete_documents(self, ids: Sequence[str], *, filter: Mapping[str, Any] | None = None) -> int:
+        """Removes documents by id (or by the ``source`` their chunks carry); returns chunks removed.
+
+        Only the rows that pass ``filter`` are removed; without one, the retriever's own
+        ``search_kwargs["filter"]`` (a tenant's retriever deletes only that tenant's rows).
 
         Raises:
             TypeError: ``ids`` is a single string (wrap it in a list).
+            ValueError: A name several documents carry, and no filter to tell them apart.
         """
-        removed: int = self.strategy.delete_documents(check_doc_ids(ids))
+        scope = filter if filter is not None else self.search_kwargs.get("filter")
+        removed: int = self.strategy.delete_documents(check_doc_ids(ids), filter=scope)
         return removed
 
 

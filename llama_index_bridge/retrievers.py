@@ -236,14 +236,8 @@ class StrategyRetriever(BaseRetriever):
             if value is None:
                 value = defaults.get(name)
             setattr(self, name, check_option(name, value, kind))
-        where = to_chroma_where(filters)
-        if where is not None:
-            if options.get("filter") is not None:
-                raise ValueError(
-                    "a filter was given twice (filters=... and search_kwargs['filter']); pass one of them"
-                )
-            options["filter"] = where
-        self.filters = filters
+        self.filters = filters  # read at every query: assigning it later takes effect
+        _with_filters(options, filters)  # fails early on a filter given twice
         self.strategy: Any = strategy
         self.k = check_k(k, default=4)
         self.search_kwargs = options
@@ -280,7 +274,7 @@ class StrategyRetriever(BaseRetriever):
         options = {
             name: getattr(self, name) for name in self.option_fields if getattr(self, name) is not None
         }
-        options.update(self.search_kwargs)
+        options.update(_with_filters(self.search_kwargs, self.filters))
         results = self.strategy.retrieve(query_bundle.query_str, k=self.k, **options)
         return [
             to_node_with_score(
@@ -478,16 +472,39 @@ class StrategyRetriever(BaseRetriever):
         ids: list[str] = self.strategy.add_documents([from_llama_document(d) for d in docs])
         return ids
 
-    def delete_ref_doc(self, ref_doc_id: str) -> int:
+    def delete_ref_doc(self, ref_doc_id: str, *, filter: Mapping[str, Any] | None = None) -> int:
         """Removes one document (all its chunks); returns how many chunks were removed.
+
+        Only the rows that pass ``filter`` are removed; without one, the retriever's own
+        ``filters`` (a tenant's retriever deletes only that tenant's rows).
 
         Raises:
             TypeError: ``ref_doc_id`` is not a string.
+            ValueError: A name several documents carry, and no filter to tell them apart.
         """
         if not isinstance(ref_doc_id, str):
             raise TypeError(f"ref_doc_id must be a document id (a str), got {type(ref_doc_id).__name__}")
-        removed: int = self.strategy.delete_documents([ref_doc_id])
+        own = _with_filters(self.search_kwargs, self.filters).get("filter")
+        scope = filter if filter is not None else own
+        removed: int = self.strategy.delete_documents([ref_doc_id], filter=scope)
         return removed
+
+
+def _with_filters(options: Mapping[str, Any], filters: MetadataFilters | None) -> dict[str, Any]:
+    """``options`` with LlamaIndex ``filters`` as the Chroma ``filter`` option.
+
+    Raises:
+        ValueError: A filter is given both ways.
+    """
+    out = dict(options)
+    where = to_chroma_where(filters)
+    if where is not None:
+        if out.get("filter") is not None:
+            raise ValueError(
+                "a filter was given twice (filters=... and search_kwargs['filter']); pass one of them"
+            )
+        out["filter"] = where
+    return out
 
 
 class BridgeRetriever(StrategyRetriever):

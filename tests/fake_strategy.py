@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from core.strategies.base import check_k, check_query
@@ -104,8 +104,10 @@ class FakeStrategy:
                 ids.append(doc.id)
         return ids
 
-    def delete_documents(self, doc_ids: Sequence[str]) -> int:
-        """Removes documents by id; each document is one chunk."""
+    def delete_documents(self, doc_ids: Sequence[str], *, filter: Mapping[str, Any] | None = None) -> int:
+        """Removes documents by id; each document is one chunk (a filter is not supported)."""
+        if filter is not None:
+            raise NotImplementedError("the fake strategy does not filter")
         with self._lock:
             return sum(self._docs.pop(doc_id, None) is not None for doc_id in doc_ids)
 

@@ -7,7 +7,7 @@ new strategy gets both adapters for free.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from core.types import Document, Retrieved
@@ -62,8 +62,11 @@ class Searchable(Protocol):
         """Indexes more documents without a rebuild; returns their document ids."""
         ...
 
-    def delete_documents(self, doc_ids: Sequence[str]) -> int:
-        """Removes documents (all their chunks) by id; returns how many chunks were removed."""
+    def delete_documents(self, doc_ids: Sequence[str], *, filter: Mapping[str, Any] | None = None) -> int:
+        """Removes documents (all their chunks) by id; returns how many chunks were removed.
+
+        With ``filter`` (Chroma ``where`` syntax), only the named rows that pass it go.
+        """
         ...
 
     def save(self, path: str | os.PathLike[str]) -> None:

@@ -5,6 +5,8 @@ Settings, where a strategy's Chroma data lives, batched embedding, and reopening
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import time
@@ -25,13 +27,17 @@ from core.store import ChunkStore, StoredChunks
 from core.types import BuildReport, Document
 
 __all__ = [
+    "DOCUMENT_NAME_KEYS",
     "DOC_ID_KEY",
+    "FRAMEWORK_KEYS",
     "ORDER_KEY",
+    "POSITION_KEYS",
     "check_embedder",
     "check_query_vector",
     "collection_order",
     "default_store",
     "doc_id_of",
+    "document_groups",
     "documents_from_chunks",
     "embed_in_batches",
     "fit_mask",
@@ -51,6 +57,8 @@ C = TypeVar("C")
 #: Metadata key of a chunk's document id, and of its position in the document.
 DOC_ID_KEY = "doc_id"
 ORDER_KEY = "chunk_order"
+#: Metadata keys that name a chunk's document, the first present winning (:func:`doc_id_of`).
+DOCUMENT_NAME_KEYS = (DOC_ID_KEY, "source", "ref_doc_id", "document_id")
 _EMBED_BATCH = 256
 
 
@@ -295,12 +303,34 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-def public_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A stored item's metadata without framework-private keys.
+#: Keys LlamaIndex's vector stores add to every node: ``_node_content`` repeats the whole node
+#: as JSON (it must not reach prompts, and differs in every chunk), ``_node_type`` names its class.
+FRAMEWORK_KEYS = frozenset({"_node_content", "_node_type"})
 
-    LlamaIndex's ``_node_content`` repeats the whole node as JSON; it must not reach prompts.
+#: Metadata keys that say where a chunk lies in its document, not what the document is: they
+#: may differ between the chunks of one document (a PDF loader's page, a splitter's offsets).
+POSITION_KEYS = frozenset(
+    {
+        DOC_ID_KEY,
+        ORDER_KEY,
+        "start_index",
+        "end_index",
+        "id",
+        "page",
+        "page_label",
+        "page_number",
+        "row",
+        "seq_num",
+    }
+)
+
+
+def public_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A stored item's metadata without the node copies LlamaIndex adds (:data:`FRAMEWORK_KEYS`).
+
+    Every other key stays, ``_``-prefixed ones included: filters see them as Chroma does.
     """
-    return {k: v for k, v in (metadata or {}).items() if not str(k).startswith("_")}
+    return {k: v for k, v in (metadata or {}).items() if str(k) not in FRAMEWORK_KEYS}
 
 
 def doc_id_of(item_id: str, metadata: Mapping[str, Any] | None) -> str:
@@ -310,7 +340,7 @@ def doc_id_of(item_id: str, metadata: Mapping[str, Any] | None) -> str:
     else the item's own id.
     """
     meta = metadata or {}
-    for key in (DOC_ID_KEY, "source", "ref_doc_id", "document_id"):
+    for key in DOCUMENT_NAME_KEYS:
         if isinstance(meta.get(key), str | int):
             return str(meta[key])
     return item_id
@@ -336,21 +366,54 @@ def _distinct_ints(metas: Sequence[Mapping[str, Any]], key: str) -> bool:
     return all(v is not None for v in values) and len(set(values)) == len(values)
 
 
+def _document_key(metadata: Mapping[str, Any] | None) -> str:
+    """What the chunks of one document share: their metadata apart from position keys."""
+    shared = {
+        str(k): v
+        for k, v in (metadata or {}).items()
+        if str(k) not in POSITION_KEYS and str(k) not in FRAMEWORK_KEYS
+    }
+    return json.dumps(shared, sort_keys=True, default=str)
+
+
 def _groups(ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]) -> dict[str, list[int]]:
-    """Row indices per document, documents in order of first appearance."""
-    groups: dict[str, list[int]] = {}
+    """Row indices per document, documents in order of first appearance.
+
+    Chunks belong to one document when they have the same document name (:func:`doc_id_of`)
+    and the same metadata apart from :data:`POSITION_KEYS`. A name that several such groups
+    share (two tenants' ``report.pdf``) becomes ``name#<8 hex digits of their metadata>`` for
+    each of them, so no document ever holds chunks whose metadata disagree.
+    """
+    by_name: dict[str, dict[str, list[int]]] = {}
     for i, cid in enumerate(ids):
-        groups.setdefault(doc_id_of(cid, metadatas[i]), []).append(i)
-    return groups
+        parts = by_name.setdefault(doc_id_of(cid, metadatas[i]), {})
+        parts.setdefault(_document_key(metadatas[i]), []).append(i)
+    groups: dict[str, list[int]] = {}
+    for name, parts in by_name.items():
+        if len(parts) == 1:
+            groups[name] = next(iter(parts.values()))
+            continue
+        for key, rows in parts.items():
+            groups[f"{name}#{hashlib.sha256(key.encode()).hexdigest()[:8]}"] = rows
+    order = {rows[0]: doc for doc, rows in groups.items()}
+    return {order[first]: groups[order[first]] for first in sorted(order)}
+
+
+def document_groups(
+    ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]
+) -> dict[str, list[int]]:
+    """Stored items as documents: the rows of each (first appearance), in chunk order.
+
+    The grouping rule is :func:`_groups`'; the order within a document is its chunks'
+    ``chunk_order`` when every chunk has a distinct one, else their ``start_index``
+    (LangChain splitters' ``add_start_index``) on the same condition, else the collection's
+    own order (see :func:`_position_key`).
+    """
+    return _ordered_groups(ids, metadatas)
 
 
 def collection_order(ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]) -> list[int]:
-    """Stored items grouped by document (first appearance), each document in chunk order.
-
-    The order within a document is its chunks' ``chunk_order`` when every chunk has a
-    distinct one, else their ``start_index`` (LangChain splitters' ``add_start_index``) on
-    the same condition, else the collection's own order (see :func:`_position_key`).
-    """
+    """Stored items grouped by document (:func:`document_groups`), each document in chunk order."""
     return [i for rows in _ordered_groups(ids, metadatas).values() for i in rows]
 
 
@@ -369,17 +432,13 @@ def _ordered_groups(
     return groups
 
 
-#: Metadata keys that describe one chunk, not its document.
-_CHUNK_KEYS = frozenset({DOC_ID_KEY, ORDER_KEY, "start_index", "end_index", "id"})
-
-
 def documents_from_chunks(
     ids: Sequence[str], texts: Sequence[str | None], metadatas: Sequence[Mapping[str, Any] | None]
 ) -> list[Document]:
     """Rebuilds whole documents from the chunks of a collection, for strategies that re-split.
 
-    Chunks are grouped by document (:func:`doc_id_of`) and put in order
-    (:func:`collection_order`). Where ``start_index`` orders a document's chunks, a chunk
+    Chunks are grouped by document and put in order (:func:`document_groups`: one name and
+    the same metadata apart from position keys). Where ``start_index`` orders a document's chunks, a chunk
     that overlaps the text so far (a splitter's ``chunk_overlap``) contributes only what lies
     beyond it (when the overlap really is the same text), a chunk that starts where the text
     ends is appended as it is, and a gap (whitespace a splitter stripped) becomes one space;
@@ -402,7 +461,7 @@ def documents_from_chunks(
         shared = {
             key: value
             for key, value in metas[0].items()
-            if key not in _CHUNK_KEYS and all(m.get(key) == value for m in metas[1:])
+            if key not in POSITION_KEYS and all(m.get(key) == value for m in metas[1:])
         }
         if text.strip():
             docs.append(Document(text=text, id=doc_id, metadata=shared))

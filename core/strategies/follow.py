@@ -38,7 +38,7 @@ DEFAULT_REFRESH_INTERVAL = 1.0
 logger = logging.getLogger("bridge_rag.refresh")
 
 F = TypeVar("F", bound=Callable[..., Any])
-_OWN = ("_follower",)  # attributes a switch keeps: the follower itself
+_OWN = ("_follower", "_query_gate", "_write_mutex")  # what a switch keeps: follower, gate, mutex
 _MAX_BACKOFF_S = 60.0  # longest wait before retrying a generation that failed to load
 
 
@@ -87,13 +87,30 @@ class _Gate:
                         self._cond.notify_all()
 
     def switch(self, apply: Callable[[], None]) -> None:
+        with self.exclusive():
+            apply()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Holds new queries back, waits for those in flight, and runs the block alone.
+
+        Take it before any lock a query may also take (a strategy's ``_lock``), never inside one.
+
+        Raises:
+            RuntimeError: Called from inside a query of the same object (it would wait forever).
+        """
+        if getattr(self._local, "depth", 0):
+            raise RuntimeError("an index cannot be changed from inside one of its own queries")
         with self._cond:
+            while self._switching:  # one change at a time
+                self._cond.wait()
             self._switching = True
-            try:
-                while self._active:
-                    self._cond.wait()
-                apply()
-            finally:
+            while self._active:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
                 self._switching = False
                 self._cond.notify_all()
 
@@ -114,7 +131,7 @@ class Follower:
     ) -> None:
         self.directory = directory
         self.interval = interval
-        self.gate = _Gate()
+        self.gate: _Gate = owner._gate()
         self.last_error: BaseException | None = None
         self.switches = 0
         self.failures = 0  # consecutive failed loads: the next automatic try backs off
@@ -213,6 +230,22 @@ class Follows:
         """The index generation this object serves (``"gen-000004"``; None: never saved or loaded)."""
         return self._generation
 
+    def _gate(self) -> _Gate:
+        """The gate between this object's queries and its changes (made on first use)."""
+        gate: _Gate = self.__dict__.setdefault("_query_gate", _Gate())  # setdefault is atomic
+        return gate
+
+    @contextmanager
+    def _changing(self) -> Iterator[None]:
+        """Runs a change of the in-memory index alone: queries in flight finish first, new ones wait.
+
+        A query therefore never sees half of a change (rows appended to one array but not yet
+        to another). Keep the block short: compute what is added (chunks, embeddings,
+        entities) before it, and only swap it in inside it.
+        """
+        with self._gate().exclusive():
+            yield
+
     def refresh(self) -> bool:
         """Switches to the newest saved generation of the index directory, if there is one.
 
@@ -248,15 +281,18 @@ class Follows:
 
 
 def follows_writer(method: F) -> F:
-    """Decorates a query method: check for a new generation, then run inside the switch gate."""
+    """Decorates a query method: check for a new generation, then run inside the gate.
+
+    The gate lets queries run side by side and keeps them apart from a change of the index
+    (:meth:`Follows._changing`) and from a switch to a new generation.
+    """
 
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         follower = self.__dict__.get("_follower")
-        if follower is None:
-            return method(self, *args, **kwargs)
-        follower.check()
-        with follower.gate.query():
+        if follower is not None:
+            follower.check()
+        with self._gate().query():
             return method(self, *args, **kwargs)
 
     return cast(F, wrapper)

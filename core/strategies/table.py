@@ -28,9 +28,9 @@ from core.store import ChunkStore, sanitize_metadata
 from core.strategies.base import check_text
 from core.strategies.common import (
     DOC_ID_KEY,
+    DOCUMENT_NAME_KEYS,
     ORDER_KEY,
-    collection_order,
-    doc_id_of,
+    document_groups,
     normalise_rows,
     public_metadata,
     read_from_store,
@@ -159,16 +159,67 @@ class ChunkTable:
 
     def remove_documents(self, doc_ids: Iterable[str]) -> list[int]:
         """Marks every row of the documents dead; returns those rows (sorted, unknown ids ignored)."""
-        wanted = list(dict.fromkeys(str(d) for d in doc_ids))
-        rows = self.rows_of(wanted)
+        rows = self.rows_of(dict.fromkeys(str(d) for d in doc_ids))
+        self.remove_rows(rows)
+        return rows
+
+    def remove_rows(self, rows: Sequence[int]) -> None:
+        """Marks rows dead (a document keeps its other rows)."""
         if not rows:
-            return []
+            return
         alive = self.alive.copy()
-        alive[rows] = False
+        alive[list(rows)] = False
         self.alive = alive
-        for d in wanted:
-            for r in self.doc_rows.pop(d, []):
-                self.id_to_row.pop(self.rows.ids[r], None)
+        for r in rows:
+            doc = self.rows.doc_ids[r]
+            self.id_to_row.pop(self.rows.ids[r], None)
+            left = [x for x in self.doc_rows.get(doc, []) if x != r]
+            if left:
+                self.doc_rows[doc] = left
+            else:
+                self.doc_rows.pop(doc, None)
+
+    def rows_named(self, names: Sequence[str], flt: MetadataFilter | None = None) -> list[int]:
+        """The live rows a delete names: documents by id, or by the name their chunks carry.
+
+        A name is a document id, or a ``doc_id`` / ``source`` / ``ref_doc_id`` /
+        ``document_id`` its chunks carry (:data:`core.strategies.common.DOCUMENT_NAME_KEYS`):
+        two tenants' ``report.pdf`` are two documents (``report.pdf#...``) that both carry the
+        name ``report.pdf``.
+
+        Args:
+            names: Document ids or names.
+            flt: Only rows that pass this filter (a tenant's) are named.
+
+        Returns:
+            The rows, sorted.
+
+        Raises:
+            ValueError: Without a filter, a name carried by several documents (say which, and
+                how to name one).
+        """
+        by_name: dict[str, set[str]] = {}
+        unknown = [n for n in dict.fromkeys(names) if n not in self.doc_rows]
+        if unknown:
+            wanted = set(unknown)
+            for r in np.flatnonzero(self.alive).tolist():
+                meta = self.rows.metadatas[r]
+                for name in wanted.intersection(str(meta[k]) for k in DOCUMENT_NAME_KEYS if k in meta):
+                    by_name.setdefault(name, set()).add(self.rows.doc_ids[r])
+        if flt is None:
+            shared = {n: docs for n, docs in by_name.items() if len(docs) > 1}
+            if shared:
+                name, docs = next(iter(shared.items()))
+                raise ValueError(
+                    f"{len(docs)} documents carry the name {name!r} (their other metadata differ: "
+                    f"{', '.join(sorted(docs))}); delete one by its id, or pass filter=... (e.g. "
+                    "the tenant's) to delete only the chunks that pass it"
+                )
+        docs = {n for n in names if n in self.doc_rows} | {d for ds in by_name.values() for d in ds}
+        rows = self.rows_of(docs)
+        if flt is not None and rows:
+            mask = self.live_mask(flt)
+            rows = [r for r in rows if mask[r]]
         return rows
 
     # ------------------------------------------------------------------ persistence
@@ -379,8 +430,9 @@ def chunk_new_documents(
 def stored_rows(store: ChunkStore, dimension: int, *, ordered: bool) -> tuple[ChunkRows, FloatMatrix]:
     """The chunks already in a Chroma collection as rows, with their unit-length vectors.
 
-    Nothing is re-embedded. A chunk's document is its ``doc_id`` / ``source`` /
-    ``ref_doc_id`` metadata, else its own id (:func:`core.strategies.common.doc_id_of`).
+    Nothing is re-embedded. A chunk's document is named by its ``doc_id`` / ``source`` /
+    ``ref_doc_id`` metadata, else its own id, and holds only chunks whose metadata agree
+    apart from position keys (:func:`core.strategies.common.document_groups`).
 
     Args:
         store: The collection.
@@ -400,10 +452,12 @@ def stored_rows(store: ChunkStore, dimension: int, *, ordered: bool) -> tuple[Ch
             f"the collection's embeddings have dimension {stored.embeddings.shape[1]}, but the embedder "
             f"produces {dimension}; pass the embedder the collection was built with"
         )
-    order = collection_order(stored.ids, stored.metadatas) if ordered else list(range(len(stored.ids)))
+    groups = document_groups(stored.ids, stored.metadatas)
+    doc_of = {i: doc for doc, members in groups.items() for i in members}
+    order = [i for members in groups.values() for i in members] if ordered else list(range(len(stored.ids)))
     rows = ChunkRows(
         ids=[stored.ids[i] for i in order],
-        doc_ids=[doc_id_of(stored.ids[i], stored.metadatas[i]) for i in order],
+        doc_ids=[doc_of[i] for i in order],
         texts=[stored.texts[i] or "" for i in order],
         metadatas=[public_metadata(stored.metadatas[i]) for i in order],
     )

@@ -94,7 +94,7 @@ def write_corpus(root: Path, *, bad_file: bool = True, pdf: bool = True) -> Path
     return root
 
 
-def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Runs ``python -m core.cli ARGS`` offline, as a user would run ``bridge-rag``."""
     env = {
         **os.environ,
@@ -109,7 +109,7 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
         text=True,
         env=env,
         cwd=cwd or REPO,
-        timeout=600,
+        timeout=timeout,
         check=False,
     )
 
@@ -622,3 +622,136 @@ def test_an_interrupted_first_build_is_named_as_such(tmp_path: Path, fake: type[
     for update in (False, True):
         with pytest.raises(CommandError, match="holds a first build that did not finish"):
             _run(corpus, index, fake.name, update=update)
+
+
+# --------------------------------------------------------------------- hostile input folders
+
+WARNING = "bridge-rag index: warning: "
+
+
+def _index_main(*args: str) -> int:
+    from core.cli import main
+
+    return main(["index", *args, "--no-progress"])
+
+
+def _warnings(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith(WARNING)]
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink") or os.name == "nt", reason="POSIX symlinks")
+def test_index_skips_links_outside_and_large_files_with_one_line_warnings(
+    tmp_path: Path, fake: type[JournalFake], capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    secret = tmp_path / "outside" / "secret.md"
+    secret.parent.mkdir()
+    secret.write_text("# Secret\n\nThe outside file.", encoding="utf-8")
+    (corpus / "notes" / "link.md").symlink_to(secret)
+    (corpus / "loop").symlink_to(corpus, target_is_directory=True)
+    (corpus / "big.txt").write_text("word " * 5000, encoding="utf-8")  # 25,000 bytes
+    index = tmp_path / "index"
+    assert (
+        _index_main(str(corpus), "--strategy", fake.name, "--index", str(index), "--max-file-mb", "0.02") == 0
+    )
+    out, err = capsys.readouterr()
+    assert sorted(_warnings(err)) == [
+        f"{WARNING}{str(corpus / 'big.txt')!r} skipped: 25,000 bytes (0.02 MB) is above --max-file-mb 0.02; "
+        "pass --max-file-mb 1 to read it",
+        f"{WARNING}{str(corpus / 'loop')!r} skipped: a symlink to {str(corpus)!r}, inside the folder; links "
+        "inside the folder are not followed (what they point to is read at its own path)",
+        f"{WARNING}{str(corpus / 'notes' / 'link.md')!r} skipped: a symlink to {str(secret)!r}, outside the "
+        "folder; pass --follow-symlinks to read it",
+    ]
+    assert "4 files read; 5 documents indexed" in out
+    assert "4 skipped, 0 failed" in out  # photo.png (not named), big.txt, loop, link.md
+    assert set(_stored(index, fake)) == {
+        "notes/halden.md",
+        "notes/varga.md",
+        "bakery.txt",
+        "p-ferro",
+        "people.jsonl#line2",
+    }
+    again = tmp_path / "again"
+    assert _index_main(str(corpus), "--strategy", fake.name, "--index", str(again), "--follow-symlinks") == 0
+    out, err = capsys.readouterr()
+    assert "6 files read" in out  # the link and the large file too (the default limit, 100 MB)
+    assert [w for w in _warnings(err) if "link.md" in w or "big.txt" in w] == []
+    assert _stored(again, fake)["notes/link.md"] == "# Secret\n\nThe outside file."
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink") or os.name == "nt", reason="POSIX symlinks")
+def test_update_uses_the_same_rules(
+    tmp_path: Path, fake: type[JournalFake], capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    index = tmp_path / "index"
+    assert _index_main(str(corpus), "--strategy", fake.name, "--index", str(index)) == 0
+    secret = tmp_path / "outside.md"
+    secret.write_text("# Outside\n\nLinked in later.", encoding="utf-8")
+    (corpus / "linked.md").symlink_to(secret)
+    (corpus / "bakery.txt").write_text(BAKERY * 100, encoding="utf-8")  # now above 0.01 MB
+    capsys.readouterr()
+    assert _index_main("--index", str(index), "--update", "--max-file-mb", "0.01") == 0
+    out, err = capsys.readouterr()
+    warned = "\n".join(_warnings(err))
+    assert "3 files read; 0 documents indexed (0 added, 0 changed, 1 deleted, 4 unchanged); 3 skipped" in out
+    assert (
+        f"{str(corpus / 'linked.md')!r} skipped: a symlink to {str(secret)!r}, outside the folder" in warned
+    )
+    assert f"{str(corpus / 'bakery.txt')!r} skipped: " in warned
+    assert "is above --max-file-mb 0.01" in warned
+    stored = _stored(index, fake)
+    assert "bakery.txt" not in stored  # the index mirrors what a new build would read
+    assert "linked.md" not in stored
+    assert _index_main("--index", str(index), "--update", "--follow-symlinks") == 0
+    stored = _stored(index, fake)
+    assert stored["linked.md"] == "# Outside\n\nLinked in later."
+    assert stored["bakery.txt"] == BAKERY * 100
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no os.mkfifo on this platform")
+def test_index_never_opens_a_fifo(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    os.mkfifo(folder / "pipe.md")  # reading it would block forever: no writer ever comes
+    index = tmp_path / "index"
+    result = cli("index", str(folder), "--strategy", "bridge", "--index", str(index), timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"{WARNING}{str(folder / 'pipe.md')!r} skipped: a FIFO (named pipe), not a regular file (only "
+        "regular files are read)",
+        f"bridge-rag index: error: no .txt, .md, .jsonl, .pdf files under {str(folder)!r} (1 other files "
+        "skipped); point at the folders that hold your documents",
+    ]
+    assert not index.exists()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "-0.5", "abc", "nan", "inf", ""])
+def test_max_file_mb_rejects_what_is_not_a_positive_number(
+    tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        _index_main(
+            str(tmp_path), "--strategy", "bridge", "--index", str(tmp_path / "i"), "--max-file-mb", value
+        )
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert (
+        f"argument --max-file-mb: expected a positive number of megabytes (e.g. 100 or 0.5), got {value!r}"
+    ) in err
+    assert not (tmp_path / "i").exists()
+
+
+def test_index_help_documents_the_input_limits(capsys: pytest.CaptureFixture[str]) -> None:
+    from core.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["index", "--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert (
+        "--follow-symlinks also read the files and folders that symlinks inside the folders lead to" in text
+    )
+    assert "--max-file-mb MB skip files larger than this many MB (of 2^20 bytes), with a warning" in text
+    assert "(default 100)" in text

@@ -10,13 +10,17 @@
 - Document metadata is data: strings that look like code come back verbatim from the core
   strategy, both framework retrievers and a reloaded index; an object whose pickling would
   run code is stored as its text and never pickled.
+- Terminal output is text: ``bridge-rag query`` prints chunk texts, metadata and the question
+  without escape sequences or control characters; its ``--json`` keeps every character, escaped.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import json
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +28,9 @@ from typing import Any
 
 import pytest
 
-from core.types import Document
+from core import querying
+from core.querying import results_json, run_query, strip_terminal_controls
+from core.types import Document, Retrieved
 from tests.reliability.cases import StrategyCase, synthetic_documents, wiring_embedder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -242,3 +248,83 @@ def test_metadata_is_data_never_code(
                 view in {"core", "langchain"} and isinstance(value, Booby)
             )
     assert not list(tmp_path.rglob(MARKER)), "no metadata value was ever executed or pickled"
+
+
+# --------------------------------------------------------------------------- terminal output
+
+HOSTILE = "Clear\x1b[2J the screen,\x1b]0;pwn\x07 retitle,\x9b31m recolour\x7f\r and ring\x07."
+#: What a terminal acts on: ESC, BEL, CR, DEL and every other C0 (but newline and tab) or C1 character.
+ACTED_ON = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("\x1b[31mred\x1b[0m plain", "red plain"),
+        ("\x1b[2J\x1b]0;pwn\x07after", "after"),
+        ("\x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\", "link"),  # OSC ended by ST
+        ("a\x9bb\x9dc\x85d", "abcd"),  # C1 controls, 8-bit CSI and OSC included
+        ("bell\x07 nul\x00 cr\r del\x7f esc\x1b(B.", "bell nul cr del esc."),
+        (
+            "tab\tand\nnewline stay; café, 東京, \u2014 kept",
+            "tab\tand\nnewline stay; café, 東京, \u2014 kept",
+        ),
+        ("\x1b]0;unterminated title", "0;unterminated title"),
+    ],
+    ids=["csi", "osc-bel", "osc-st", "c1", "c0-del-esc", "kept", "unterminated-osc"],
+)
+def test_strip_terminal_controls(text: str, shown: str) -> None:
+    assert strip_terminal_controls(text) == shown
+
+
+class HostileIndex:
+    """A loaded index whose one result carries escape sequences in its text and metadata."""
+
+    name = "bridge"
+    provenance_keys = frozenset({"found_by", "matched_entities"})
+
+    def retrieve(self, query: str, k: int | None = None, **options: Any) -> list[Retrieved]:
+        metadata = {
+            "source": "notes/\x1b[8mhidden.md",
+            "title": "Title\x1b]0;pwn\x07\x9b",
+            "found_by": "entity\x1b[2J",
+            "matched_entities": ["a\x9bb", "c\x1b[1Ad"],
+        }
+        return [Retrieved("c1", HOSTILE, 0.5, metadata)]
+
+    def close(self) -> None:
+        pass
+
+
+def _query(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, question: str, *, as_json: bool) -> str:
+    monkeypatch.setattr(querying, "load_index_dir", lambda *_: HostileIndex())
+    out = io.StringIO()
+    assert run_query(str(tmp_path), question, k=1, as_json=as_json, out=out) == 1
+    return out.getvalue()
+
+
+def test_query_prints_no_terminal_controls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    shown = _query(monkeypatch, tmp_path, "who\x1b[2J\x1b]0;pwn\x07 \x9bclears?", as_json=False)
+    assert not ACTED_ON.findall(shown.replace("\n", "")), repr(shown)
+    assert "pwn" not in shown
+    assert "[2J" not in shown
+    lines = shown.splitlines()
+    assert lines[0] == "1 results from bridge for 'who clears?'"
+    assert lines[2] == "1. [0.500] notes/hidden.md - Title"
+    assert lines[3] == "   how: found_by: entity; matched_entities: ab, cd"
+    assert lines[4] == "   Clear the screen, retitle,31m recolour and ring."
+
+
+def test_query_json_keeps_every_character_escaped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    question = "who\x1b[2J\x1b]0;pwn\x07 \x9bclears?"
+    text = _query(monkeypatch, tmp_path, question, as_json=True)
+    assert not ACTED_ON.findall(text.replace("\n", "")), "json.dumps leaves DEL and C1 raw; they are escaped"
+    data = json.loads(text)
+    assert data["query"] == question
+    (result,) = data["results"]
+    assert result["text"] == HOSTILE
+    assert result["metadata"] == HostileIndex().retrieve("")[0].metadata
+    assert "\\u009b" in text
+    assert "\\u001b" in text
+    plain = results_json("café 東京", "bridge", 1, [])
+    assert '"café 東京"' in plain  # other characters stay readable

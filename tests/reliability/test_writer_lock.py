@@ -5,6 +5,11 @@ Wiring tests (fake embedder, rule-based extraction) over every strategy of
 processes adding at the same moment, a writer killed with SIGKILL while it holds the lock,
 and a lock left by another host. After each, the index loads intact and holds exactly the
 documents the winning writer added.
+
+Then the lock file alone: an empty or garbled lock (a writer that crashed between creating it
+and writing its record) is held within :data:`core.writer_lock.UNREADABLE_GRACE` and stale after
+it, several processes clearing the same stale lock leave exactly one winner, and a lock re-taken
+by a new writer while it was being cleared is put back.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ from typing import Any
 
 import pytest
 
+import core.writer_lock
 from core.types import Document
-from core.writer_lock import LOCK_NAME, IndexLockedError, WriterLock, lock_owner
+from core.writer_lock import LOCK_NAME, IndexLockedError, WriterLock, lock_owner, owner_record
 from tests.reliability.cases import STRATEGIES, StrategyCase, synthetic_documents, wiring_embedder
 
 
@@ -180,3 +186,174 @@ def test_a_reused_pid_is_stale(tmp_path: Path) -> None:
     assert lock_owner(tmp_path)["token"] == lock.token  # type: ignore[index]
     lock.release()
     assert not (tmp_path / LOCK_NAME).exists()
+
+
+# ---------------------------------------------------------------- empty or garbled lock files
+
+GARBLED = b'\x00\xff{"pid": 12'  # a crash mid-write: neither UTF-8 nor JSON
+
+
+def _aged(path: Path, seconds: float) -> None:
+    """Sets a file's modification time ``seconds`` into the past."""
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+@pytest.mark.parametrize("content", [b"", GARBLED, b"[1, 2]"], ids=["empty", "garbled", "not-an-object"])
+def test_an_unreadable_lock_within_the_grace_is_held(tmp_path: Path, content: bytes) -> None:
+    (tmp_path / LOCK_NAME).write_bytes(content)  # a writer may be about to write its record
+    with pytest.raises(IndexLockedError, match=r"empty or unreadable writer lock.*creating it.*Retry"):
+        WriterLock.acquire(tmp_path, _Owner())
+    assert (tmp_path / LOCK_NAME).read_bytes() == content  # left alone
+
+
+@pytest.mark.parametrize("content", [b"", GARBLED, b"[1, 2]"], ids=["empty", "garbled", "not-an-object"])
+def test_an_unreadable_lock_past_the_grace_is_stale(tmp_path: Path, content: bytes) -> None:
+    (tmp_path / LOCK_NAME).write_bytes(content)
+    _aged(tmp_path / LOCK_NAME, core.writer_lock.UNREADABLE_GRACE + 5)
+    owner = _Owner()
+    lock = WriterLock.acquire(tmp_path, owner)
+    record = lock_owner(tmp_path)
+    assert record is not None
+    assert (record["token"], record["pid"]) == (lock.token, os.getpid())
+    assert sorted(p.name for p in tmp_path.iterdir()) == [LOCK_NAME]  # no renamed leftovers
+    lock.release()
+    assert not (tmp_path / LOCK_NAME).exists()
+
+
+def test_the_grace_period_is_read_when_the_lock_is_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / LOCK_NAME).write_bytes(b"")
+    _aged(tmp_path / LOCK_NAME, 60)
+    monkeypatch.setattr(core.writer_lock, "UNREADABLE_GRACE", 3600.0)
+    with pytest.raises(IndexLockedError, match=r"60\.\d s old.*after 3600 s"):
+        WriterLock.acquire(tmp_path, _Owner())
+    monkeypatch.setattr(core.writer_lock, "UNREADABLE_GRACE", 0.2)
+    (tmp_path / LOCK_NAME).write_bytes(b"")  # fresh again
+    with pytest.raises(IndexLockedError, match="empty or unreadable"):
+        WriterLock.acquire(tmp_path, _Owner())
+    time.sleep(0.3)
+    owner = _Owner()
+    lock = WriterLock.acquire(tmp_path, owner)
+    assert lock_owner(tmp_path)["token"] == lock.token  # type: ignore[index]
+    lock.release()
+
+
+def test_a_lock_this_process_cannot_read_is_never_broken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock of another user's writer (permission denied) is held however old it is."""
+    path = tmp_path / LOCK_NAME
+    path.write_bytes(b"")
+    _aged(path, 3600)
+    real = Path.read_bytes
+
+    def denied(self: Path) -> bytes:
+        if self == path:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    with pytest.raises(IndexLockedError, match=r"cannot read.*another user.*delete the file"):
+        WriterLock.acquire(tmp_path, _Owner())
+    monkeypatch.undo()
+    assert path.exists()
+
+
+def _swapping_replace(monkeypatch: pytest.MonkeyPatch, lock: Path, newcomer: bytes) -> list[bytes]:
+    """Makes the next rename of ``lock`` find a new writer's lock (``newcomer``) in its place.
+
+    That is what happens when another process cleared the same stale lock and a new writer
+    created its own between this process judging the old one and renaming it away.
+    """
+    real = os.replace
+    swapped: list[bytes] = []
+
+    def replace(src: Any, dst: Any) -> None:
+        if Path(src) == lock and not swapped:
+            lock.unlink()
+            lock.write_bytes(newcomer)
+            swapped.append(newcomer)
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    return swapped
+
+
+def test_a_lock_retaken_while_a_stale_one_is_cleared_is_put_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = tmp_path / LOCK_NAME
+    lock.write_bytes(b"")
+    _aged(lock, 3600)
+    newcomer = json.dumps({**owner_record(), "token": "newcomer"}).encode()
+    swapped = _swapping_replace(monkeypatch, lock, newcomer)
+    with pytest.raises(IndexLockedError, match=rf"pid {os.getpid()}"):
+        WriterLock.acquire(tmp_path, _Owner())
+    monkeypatch.undo()
+    assert swapped  # the swap did happen
+    assert lock.read_bytes() == newcomer  # the new writer's lock is back in place
+    assert sorted(p.name for p in tmp_path.iterdir()) == [LOCK_NAME]
+
+
+def test_a_new_writers_empty_lock_is_not_taken_for_a_dead_writers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dead writer's lock replaced by one being created (still empty) is put back, not deleted."""
+    lock = tmp_path / LOCK_NAME
+    dead = {"pid": os.getpid(), "host": socket.gethostname(), "started": "1", "token": "old"}  # pid reused
+    lock.write_text(json.dumps(dead))
+    swapped = _swapping_replace(monkeypatch, lock, b"")
+    with pytest.raises(IndexLockedError, match="empty or unreadable"):
+        WriterLock.acquire(tmp_path, _Owner())
+    monkeypatch.undo()
+    assert swapped
+    assert lock.read_bytes() == b""  # still there, still the newcomer's
+    assert sorted(p.name for p in tmp_path.iterdir()) == [LOCK_NAME]
+
+
+def _racer(directory: Path, go: Path, stop: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.reliability.lock_racer", str(directory), str(go), str(stop)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def _first_line(proc: subprocess.Popen[str]) -> str:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait(timeout=30)
+        raise AssertionError(f"taker exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
+    return line.strip()
+
+
+@pytest.mark.parametrize("content", [b"", GARBLED], ids=["empty", "garbled"])
+def test_processes_racing_on_a_stale_unreadable_lock_leave_one_winner(tmp_path: Path, content: bytes) -> None:
+    for round_ in range(3):
+        directory = tmp_path / f"idx{round_}"
+        directory.mkdir()
+        (directory / LOCK_NAME).write_bytes(content)
+        _aged(directory / LOCK_NAME, core.writer_lock.UNREADABLE_GRACE + 5)
+        go, stop = tmp_path / f"go{round_}", tmp_path / f"stop{round_}"
+        procs = [_racer(directory, go, stop) for _ in range(4)]
+        try:
+            assert all(_first_line(p) == "ready" for p in procs)
+            go.touch()
+            outcomes = [_first_line(p) for p in procs]
+            winners = [p for p, line in zip(procs, outcomes, strict=True) if line == "won"]
+            assert len(winners) == 1, outcomes
+            assert all(line.startswith("locked: ") for line in outcomes if line != "won"), outcomes
+            assert lock_owner(directory)["pid"] == winners[0].pid  # type: ignore[index]
+            assert sorted(p.name for p in directory.iterdir()) == [LOCK_NAME]  # no renamed leftovers
+        finally:
+            stop.touch()
+            for proc in procs:
+                proc.communicate(timeout=60)
+        assert sorted(proc.returncode for proc in procs) == [0, 3, 3, 3]
+        assert not (directory / LOCK_NAME).exists()  # the winner released it on exit

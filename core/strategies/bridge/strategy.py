@@ -56,7 +56,6 @@ from core.store import ChunkStore
 from core.strategies.base import (
     COMMON_PROVENANCE_KEYS,
     DEFAULT_MAX_QUERY_CHARS,
-    check_doc_ids,
     check_k,
     check_query,
 )
@@ -68,6 +67,7 @@ from core.strategies.common import (
     check_query_vector,
     default_store,
     embed_in_batches,
+    fit_mask,
     jsonable,
     mask_at,
     normalise_rows,
@@ -85,7 +85,8 @@ from core.strategies.entity_links import (
     links_files,
     links_from_files,
 )
-from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows, follows_writer
+from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, follows_writer
+from core.strategies.lifecycle import IndexLifecycle
 from core.strategies.subjects import UnitSubjects, unit_subjects
 from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
 from core.text import query_ngrams, title_entities
@@ -219,7 +220,7 @@ class BridgeConfig(StrategyConfig, HopConfig):
         ]
 
 
-class BridgeRAG(Follows):
+class BridgeRAG(IndexLifecycle):
     """The Bridge-RAG strategy (framework-neutral).
 
     Build one with :meth:`from_documents` (a new corpus), :meth:`from_store` (the chunks and
@@ -233,6 +234,7 @@ class BridgeRAG(Follows):
         ...     print(r.score, r.metadata["matched_entities"], r.text[:60])
     """
 
+    store: ChunkStore
     name: ClassVar[str] = "bridge"
     provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS | {
         "cosine",
@@ -395,7 +397,7 @@ class BridgeRAG(Follows):
         )
         if persist_directory is not None:  # one writer: taken before Chroma is touched
             WriterLock.acquire(Path(persist_directory) / "bridge", rag)
-        rag._index_new_documents(docs, first_build=True)
+        rag._index_documents(docs, first_build=True)
         if persist_directory is not None:
             rag.save(Path(persist_directory) / "bridge")
         return rag
@@ -446,54 +448,14 @@ class BridgeRAG(Follows):
         return rag
 
     # ------------------------------------------------------------------ updates
-    def add_documents(self, documents: Sequence[Document]) -> list[str]:
-        """Chunks, embeds and indexes more documents without a rebuild.
-
-        New level-0 abstracts are attached to their most similar existing parents.
-
-        Args:
-            documents: The new documents.
-
-        Returns:
-            Their document ids.
-
-        Raises:
-            ValueError: A document has no text or an id that is already indexed.
-        """
-        docs = list(documents)
-        if not docs:
-            return []
-        self._hold_writer_lock()
-        ids = self._index_new_documents(docs, first_build=False)
-        self._autosave()
-        return ids
-
-    def delete_documents(self, doc_ids: Sequence[str]) -> int:
-        """Removes documents: their chunks leave Chroma, the filter and the ranking.
-
-        Args:
-            doc_ids: Document ids; unknown ids are ignored.
-
-        Returns:
-            The number of chunks removed.
-        """
-        doc_ids = check_doc_ids(doc_ids)
-        self._hold_writer_lock()
-        with self._lock:
-            rows = self._table.rows_of(doc_ids)
-            if not rows:
-                return 0
-            self.store.delete([self._table.ids[r] for r in rows])
-            self._table.remove_documents(doc_ids)
-            alive = self._table.alive
-            dead_abstracts = sorted({int(self._row_abstract[r]) for r in rows})
-            for a in dead_abstracts:
-                if not alive[self._row_abstract == a].any():
-                    for ent in self._abs_entities[a]:
-                        self._filter.remove_ids(ent, [a])
-                    self._abs_alive[a] = False
-        self._autosave()
-        return len(rows)
+    def _forget_rows(self, rows: Sequence[int]) -> None:
+        """An abstract left without live chunks leaves the filter and the forest's live set."""
+        alive = self._table.alive
+        for a in sorted({int(self._row_abstract[r]) for r in rows}):
+            if not alive[self._row_abstract == a].any():
+                for ent in self._abs_entities[a]:
+                    self._filter.remove_ids(ent, [a])
+                self._abs_alive[a] = False
 
     # ------------------------------------------------------------------ query
     @follows_writer
@@ -674,7 +636,7 @@ class BridgeRAG(Follows):
                 )
             )
         if include_abstracts:
-            out.extend(self._abstract_results(out, query_vector))
+            out.extend(self._abstract_results(out, query_vector, alive if flt is not None else None))
         return out
 
     # ------------------------------------------------------------------ persistence
@@ -793,7 +755,7 @@ class BridgeRAG(Follows):
         return rag
 
     # ------------------------------------------------------------------ internals: build
-    def _index_new_documents(self, docs: list[Document], *, first_build: bool) -> list[str]:
+    def _index_documents(self, docs: list[Document], *, first_build: bool) -> list[str]:
         if first_build and not docs:
             raise ValueError("cannot build an index from an empty corpus; pass at least one document")
         with timed(self.report, "chunk"):
@@ -813,7 +775,6 @@ class BridgeRAG(Follows):
     def _extend(self, rows: ChunkRows, embeddings: FloatMatrix, *, first_build: bool) -> None:
         """Adds chunk rows (already in Chroma): abstracts, hierarchy, entities."""
         with self._lock:
-            self._parent_cache = None
             base = len(self._table.ids)
             # Level-0 abstracts: every abstract_size consecutive chunks of one document.
             spans: list[tuple[int, int, str]] = []
@@ -845,7 +806,9 @@ class BridgeRAG(Follows):
                     abs_vectors[j] = c / norm if norm > 0 else c
                     row_abstract[s:e] = first_abs + j
                     weights[j] = e - s
-            # Append rows and level-0 nodes.
+        # Append rows and level-0 nodes: queries wait meanwhile and never see half of it.
+        with self._changing(), self._lock:
+            self._parent_cache = None
             self._table.append(rows, embeddings)
             self._row_abstract = np.concatenate([self._row_abstract, row_abstract])
             parents = self._parents_for_new(abs_vectors) if not first_build else [-1] * len(spans)
@@ -1224,12 +1187,27 @@ class BridgeRAG(Follows):
         )
         return Retrieved(id=self._table.ids[row], text=self._table.texts[row], score=score, metadata=meta)
 
-    def _abstract_results(self, results: list[Retrieved], query_vector: FloatMatrix) -> list[Retrieved]:
+    def _abstract_results(
+        self, results: list[Retrieved], query_vector: FloatMatrix, allowed: npt.NDArray[np.bool_] | None
+    ) -> list[Retrieved]:
+        """The summaries of the abstracts the results came through.
+
+        Under a filter (``allowed``: its live rows) an abstract is returned only when every
+        live chunk it summarises passes the filter: a summary never carries text of a row
+        the filter excludes.
+        """
         seen: list[int] = []
         for r in results:
             a = int(self._row_abstract[self._table.id_to_row[r.id]])
             if a not in seen:
                 seen.append(a)
+        if allowed is not None:
+            live = self._table.alive
+            seen = [
+                a
+                for a in seen
+                if not np.any(live & ~fit_mask(allowed, live.shape[0]) & (self._row_abstract == a))
+            ]
         out = []
         for a in seen:
             cos = float(self._abs_matrix[a] @ query_vector) / max(float(np.linalg.norm(query_vector)), 1e-12)
@@ -1251,10 +1229,6 @@ class BridgeRAG(Follows):
         return out
 
     # ------------------------------------------------------------------ internals: persistence
-    def _autosave(self) -> None:
-        if self.persist_path is not None:
-            self.save(self.persist_path)
-
     def _restore(self, files: Mapping[str, FileData]) -> None:
         self._parent_cache = None
         try:

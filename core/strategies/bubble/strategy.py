@@ -55,7 +55,6 @@ from core.store import ChunkStore
 from core.strategies.base import (
     COMMON_PROVENANCE_KEYS,
     DEFAULT_MAX_QUERY_CHARS,
-    check_doc_ids,
     check_k,
     check_query,
 )
@@ -87,7 +86,8 @@ from core.strategies.entity_links import (
     links_files,
     links_from_files,
 )
-from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows, follows_writer
+from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, follows_writer
+from core.strategies.lifecycle import IndexLifecycle
 from core.strategies.subjects import unit_subjects
 from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
 from core.text import make_doc_id
@@ -233,7 +233,7 @@ class EvidenceGraph:
     expanded_edges: list[int] = field(default_factory=list)
 
 
-class BubbleRAG(Follows):
+class BubbleRAG(IndexLifecycle):
     """The BubbleRAG strategy (framework-neutral).
 
     Build with :meth:`from_documents` (a new corpus), :meth:`from_store` (the chunks already in
@@ -248,6 +248,7 @@ class BubbleRAG(Follows):
     """
 
     name: ClassVar[str] = "bubble"
+    store: ChunkStore | None
     provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS | {
         "cosine",
         "evidence",
@@ -493,36 +494,12 @@ class BubbleRAG(Follows):
         return rag
 
     # ------------------------------------------------------------------ updates
-    def add_documents(self, documents: Sequence[Document]) -> list[str]:
-        """Chunks, embeds and adds documents to the store and the graph (no rebuild)."""
-        docs = list(documents)
-        if not docs:
-            return []
-        self._require_store("add_documents")
-        self._hold_writer_lock()
-        ids = self._index_documents(docs, first_build=False)
-        self._autosave()
-        return ids
+    def _check_writable(self, what: str) -> None:
+        self._require_store(what)
 
-    def delete_documents(self, doc_ids: Sequence[str]) -> int:
-        """Removes documents: their chunks leave Chroma, and their edges leave the graph.
-
-        Returns:
-            How many chunks were removed.
-        """
-        doc_ids = check_doc_ids(doc_ids)
-        store = self._require_store("delete_documents")
-        self._hold_writer_lock()
-        with self._lock:
-            rows = self._table.rows_of(doc_ids)
-            if not rows:
-                return 0
-            store.delete([self._table.ids[r] for r in rows])
-            self._table.remove_documents(doc_ids)
-            self.kg.remove_chunks(rows)
-            self._count()
-        self._autosave()
-        return len(rows)
+    def _forget_rows(self, rows: Sequence[int]) -> None:
+        self.kg.remove_chunks(list(rows))
+        self._count()
 
     def _require_store(self, what: str) -> ChunkStore:
         if self.store is None:
@@ -1071,17 +1048,20 @@ class BubbleRAG(Follows):
         return doc_ids
 
     def _extend(self, chunks: ChunkRows, vectors: FloatMatrix) -> None:
-        """Adds chunk rows (already in Chroma) and their triples to the graph."""
-        with self._lock:
+        """Adds chunk rows (already in Chroma) and their triples to the graph.
+
+        The triples are extracted first; the graph, links and table change while no query runs.
+        """
+        # what each chunk's document is about (a title, else read from its text) resolves
+        # pronoun subjects; with the triples' names as entities it also gives the links
+        titles = [s.title for s in unit_subjects(chunks.doc_ids, chunks.texts, chunks.metadatas)]
+        with timed(self.report, "triples"):
+            found = self.triple_extractor.extract(chunks.texts, titles)
+        chunk_names = [list(dict.fromkeys(n for t in tr for n in (t.head, t.tail))) for tr in found]
+        subjects = unit_subjects(chunks.doc_ids, chunks.texts, chunks.metadatas, chunk_names)
+        with self._changing(), self._lock:
             base = len(self._table.ids)
-            # what each chunk's document is about (a title, else read from its text) resolves
-            # pronoun subjects; with the triples' names as entities it also gives the links
-            titles = [s.title for s in unit_subjects(chunks.doc_ids, chunks.texts, chunks.metadatas)]
-            with timed(self.report, "triples"):
-                found = self.triple_extractor.extract(chunks.texts, titles)
             with timed(self.report, "graph"):
-                chunk_names = [list(dict.fromkeys(n for t in tr for n in (t.head, t.tail))) for tr in found]
-                subjects = unit_subjects(chunks.doc_ids, chunks.texts, chunks.metadatas, chunk_names)
                 for i, triples in enumerate(found):
                     row = base + i
                     self.kg.add_triples(triples, chunk=row)
@@ -1253,10 +1233,6 @@ class BubbleRAG(Follows):
         )
         self._links = links
         self._count()
-
-    def _autosave(self) -> None:
-        if self.persist_path is not None:
-            self.save(self.persist_path)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 from core.embed import Embedder, as_embedder
 from core.entities import EntityExtractor, default_entity_extractor
-from core.filters import MetadataFilter, parse_filter
+from core.filters import FilterError, MetadataFilter, parse_filter
 from core.native.fusion import fuse_weighted, merge_intervals, rrf_fuse
 from core.native.scoring import top_k_cosine
 from core.persist import (
@@ -50,11 +50,12 @@ from core.store import ChunkStore
 from core.strategies.base import (
     COMMON_PROVENANCE_KEYS,
     DEFAULT_MAX_QUERY_CHARS,
-    check_doc_ids,
     check_k,
     check_query,
 )
 from core.strategies.common import (
+    DOC_ID_KEY,
+    POSITION_KEYS,
     check_embedder,
     check_query_vector,
     default_store,
@@ -68,7 +69,8 @@ from core.strategies.common import (
 )
 from core.strategies.config import StrategyConfig
 from core.strategies.entity_links import EntityLinks, HopConfig, links_files, links_from_files
-from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows, follows_writer
+from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, follows_writer
+from core.strategies.lifecycle import IndexLifecycle
 from core.strategies.subjects import unit_subjects
 from core.strategies.table import ChunkRows, ChunkTable, check_new_documents
 from core.strategies.umg.sparse import BM25Expert, SpladeExpert
@@ -153,7 +155,7 @@ class _List:
     weight: float = 1.0  # multiplies the confidence in the fusion (the bridging expert's bridge_weight)
 
 
-class UMGRAG(Follows):
+class UMGRAG(IndexLifecycle):
     """UMG-RAG / UMGP-RAG over Chroma (framework-neutral).
 
     Build with :meth:`from_documents` (or :meth:`load`); query with :meth:`retrieve`
@@ -161,6 +163,7 @@ class UMGRAG(Follows):
     ``UMGRetriever`` in ``langchain_bridge`` and ``llama_index_bridge``.
     """
 
+    store: ChunkStore
     name: ClassVar[str] = "umg"
     provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS | {
         "sent_start",
@@ -198,6 +201,7 @@ class UMGRAG(Follows):
         self._links = EntityLinks()  # over the bridge-granularity units
         self._link_rows: list[int] = []  # link unit -> table row
         self._link_of_row: dict[int, int] = {}
+        self._from_store = False  # windows re-cut from a store's chunks (see _check_filter)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -277,7 +281,7 @@ class UMGRAG(Follows):
             raise ValueError("cannot build an index from an empty corpus; pass at least one document")
         if persist_directory is not None:  # one writer: taken before Chroma is touched
             WriterLock.acquire(Path(persist_directory) / "umg", rag)
-        rag._add(docs)
+        rag._index_documents(docs, first_build=True)
         if persist_directory is not None:
             rag.save(Path(persist_directory) / "umg")
         return rag
@@ -352,44 +356,22 @@ class UMGRAG(Follows):
             )
         else:
             target = units_store
-        return cls.from_documents(
-            docs,
-            embedder=emb,
-            store=target,
-            splade=splade,
-            config=config,
-            show_progress=show_progress,
-            **config_overrides,
-        )
+        with target.build_claim():  # the sibling's claim: another build meanwhile is refused
+            rag = cls.from_documents(
+                docs,
+                embedder=emb,
+                store=target,
+                splade=splade,
+                config=config,
+                show_progress=show_progress,
+                **config_overrides,
+            )
+        rag._from_store = True
+        return rag
 
     # ------------------------------------------------------------------ updates
-    def add_documents(self, documents: Sequence[Document]) -> list[str]:
-        """Adds documents (sparse indexes of the affected granularities are rebuilt)."""
-        docs = list(documents)
-        if not docs:
-            return []
-        self._hold_writer_lock()
-        ids = self._add(docs)
-        if self.persist_path is not None:
-            self.save(self.persist_path)
-        return ids
-
-    def delete_documents(self, doc_ids: Sequence[str]) -> int:
-        """Removes documents' units from Chroma and from every expert; returns units removed."""
-        wanted = set(check_doc_ids(doc_ids))
-        self._hold_writer_lock()
-        with self._lock:
-            rows = self._table.rows_of(wanted)
-            if not rows:
-                return 0
-            self.store.delete([self._table.ids[u] for u in rows])
-            self._table.remove_documents(wanted)
-        if self.persist_path is not None:
-            self.save(self.persist_path)
-        return len(rows)
-
-    def _add(self, docs: list[Document]) -> list[str]:
-
+    def _index_documents(self, docs: list[Document], *, first_build: bool = False) -> list[str]:
+        """Splits documents into windows, embeds and stores them, then indexes them in every expert."""
         with self._lock:
             checked = check_new_documents(docs, self._table.doc_rows)
             pairs = [(did, doc.text) for did, doc in checked]
@@ -429,6 +411,13 @@ class UMGRAG(Follows):
             t0 = time.perf_counter()
             self.store.add(ids, new.texts, vectors, unit_meta, show_progress=self.show_progress)
             self.report.seconds["store"] = self.report.seconds.get("store", 0.0) + time.perf_counter() - t0
+        # The new units join every structure while no query runs (none sees half of it).
+        enc = None
+        if self.splade is not None:
+            t0 = time.perf_counter()
+            enc = self.splade.encode(new.texts, show_progress=self.show_progress)
+            self.report.seconds["splade"] = self.report.seconds.get("splade", 0.0) + time.perf_counter() - t0
+        with self._changing(), self._lock:
             # Append units (ids shift by base).
             # Order matters for concurrent queries: per-unit arrays grow first, and the
             # granularity lists (what queries iterate) only reference the new units last.
@@ -452,16 +441,11 @@ class UMGRAG(Follows):
             t0 = time.perf_counter()
             self._index_sparse()
             self.report.seconds["sparse"] = self.report.seconds.get("sparse", 0.0) + time.perf_counter() - t0
-            if self.splade is not None:
-                t0 = time.perf_counter()
-                enc = self.splade.encode(new.texts, show_progress=self.show_progress)
+            if self.splade is not None and enc is not None:
                 from scipy import sparse
 
                 self.splade.matrix = (
                     enc if self.splade.matrix is None else sparse.vstack([self.splade.matrix, enc]).tocsr()
-                )
-                self.report.seconds["splade"] = (
-                    self.report.seconds.get("splade", 0.0) + time.perf_counter() - t0
                 )
             self.report.counts.update(
                 {
@@ -580,9 +564,29 @@ class UMGRAG(Follows):
             raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
         text = check_query(query, self.config.max_query_chars)
         k = check_k(k, self.config.k)
-        flt = parse_filter(filter)
+        flt = self._check_filter(filter)
         qv = self.embedder.embed_query(text)
         return self.retrieve_by_vector(text, qv, k, parent_promotion=parent_promotion, filter=flt)
+
+    def _check_filter(self, filter: Mapping[str, Any] | MetadataFilter | None) -> MetadataFilter | None:
+        """The parsed filter; one on chunk positions cannot apply to windows re-cut from a store.
+
+        Windows built by :meth:`from_store` span several of the store's chunks, and their own
+        ``start_index`` / ``end_index`` are offsets in the rebuilt document: a filter on a
+        position key would pass windows holding text of chunks it excludes, so it is refused.
+
+        Raises:
+            core.filters.FilterError: A malformed filter, or a position key over store windows.
+        """
+        flt = parse_filter(filter)
+        positional = sorted(flt.fields & POSITION_KEYS - {DOC_ID_KEY}) if flt is not None else []
+        if positional and self._from_store:
+            raise FilterError(
+                f"this UMG index re-cut the store's chunks into sentence windows, so a filter on "
+                f"{', '.join(positional)} (a position inside a document) cannot tell which chunks a "
+                "window holds; filter on document metadata (tenant, source, ...) instead"
+            )
+        return flt
 
     def expert_lists(
         self, text: str, query_vector: FloatMatrix, live: npt.NDArray[np.bool_] | None = None
@@ -637,7 +641,7 @@ class UMGRAG(Follows):
         parent_promotion = (
             self.config.parent_promotion if parent_promotion is None else bool(parent_promotion)
         )
-        flt = parse_filter(filter)
+        flt = self._check_filter(filter)
         query_vector = check_query_vector(query_vector, self._table.matrix.shape[1])
         live = self._table.live_mask(flt)
         if not live.any():
@@ -840,6 +844,7 @@ class UMGRAG(Follows):
                 "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
                 "store": {"collection": self.store.name, "location": dict(self.store.location)},
                 "splade": None if self.splade is None else str(self.splade.path),
+                "from_store": self._from_store,
             }
             self._generation = save_index(path, files, meta, kind=INDEX_KIND, version=INDEX_VERSION).name
             self.persist_path = Path(path)
@@ -892,6 +897,7 @@ class UMGRAG(Follows):
             config=UMGConfig.from_dict(meta.get("config", {})),
             splade=_as_splade(splade if has_splade else None),
         )
+        rag._from_store = bool(meta.get("from_store", False))
         rag._restore(files)
         rag._follow(
             index_dir,
