@@ -452,13 +452,16 @@ def save_index(
     *,
     kind: str,
     version: int,
+    keep_previous: bool = True,
 ) -> Path:
     """Saves one generation of an index, atomically.
 
     Steps: write every file into ``gen-N.tmp-<random>`` (fsync each), write and fsync
     ``manifest.json``, rename the directory to ``gen-N``, fsync ``path``, atomically point
     ``CURRENT`` at it, then delete generations other than the new one and the previous
-    current one (plus leftovers of crashed saves).
+    current one (plus leftovers of crashed saves). With ``keep_previous=False`` every other
+    generation goes too: a save after a delete leaves no file that still holds the deleted
+    data (a reader loading an old generation meanwhile retries on the new one).
 
     Args:
         path: The index directory; created when missing.
@@ -466,6 +469,8 @@ def save_index(
         manifest: JSON-compatible metadata, returned as ``meta`` by :func:`load_index`.
         kind: What the index is (e.g. ``"bridge"``); loading checks it.
         version: The index format version; loading checks it.
+        keep_previous: Keep the previous current generation (and up to the usual number of
+            others) beside the new one.
 
     Returns:
         The new generation's directory.
@@ -520,18 +525,21 @@ def save_index(
         raise
     _fsync_path(root)
     atomic_write_bytes(root / CURRENT, f"{final.name}\n".encode())
-    _prune(root, keep_current=final.name, keep_previous=previous)
+    _prune(root, keep_current=final.name, keep_previous=previous, keep_others=keep_previous)
     return final
 
 
-def _prune(root: Path, *, keep_current: str, keep_previous: str | None) -> None:
-    """Deletes old generations and the debris of crashed saves."""
+def _prune(root: Path, *, keep_current: str, keep_previous: str | None, keep_others: bool = True) -> None:
+    """Deletes old generations and the debris of crashed saves.
+
+    Without ``keep_others`` every generation but the current one goes.
+    """
     generations = [p for _, p in _generations(root)]
     keep = {keep_current}
-    if keep_previous is not None and (root / keep_previous).is_dir():
+    if keep_others and keep_previous is not None and (root / keep_previous).is_dir():
         keep.add(keep_previous)
     for candidate in reversed(generations):  # without a usable previous one, keep the newest others
-        if len(keep) >= _KEEP:
+        if len(keep) >= _KEEP or not keep_others:
             break
         keep.add(candidate.name)
     for entry in root.iterdir():

@@ -891,6 +891,14 @@ class ChunkStore:
                 )
                 bar.update(end - start)
 
+    def existing(self, ids: Sequence[str]) -> list[str]:
+        """The ids of ``ids`` that the collection holds (in the order given)."""
+        id_list = _check_ids(ids)
+        held: set[str] = set()
+        for start, end in _batches(len(id_list), self._batch_size()):
+            held.update(self.collection.get(ids=id_list[start:end], include=[])["ids"])
+        return [i for i in id_list if i in held]
+
     def delete(self, ids: Sequence[str]) -> None:
         """Deletes chunks by id; ids that are not stored are ignored.
 

@@ -349,8 +349,8 @@ class VectorIndex:
     ) -> tuple[IntArray, FloatMatrix]:
         """Top ``k`` indexed rows per query by cosine, best first; id -1 and score -inf pad.
 
-        A ``k`` above the number of indexed rows is clamped to it before anything is
-        allocated (the arrays are then that wide), so a huge ``k`` costs nothing.
+        A ``k`` above the matrix's row count is clamped to it before anything is allocated
+        (no query can have more results), so a huge ``k`` costs nothing.
 
         Args:
             queries: Query vectors ``(q, dim)`` (normalised here; a zero query scores 0).
@@ -362,7 +362,7 @@ class VectorIndex:
                 the indexed rows), the filtered search is an exact scan of those rows.
 
         Returns:
-            ``(ids, scores)``: int64 and float32 arrays of shape ``(q, min(k, indexed rows))``.
+            ``(ids, scores)``: int64 and float32 arrays of shape ``(q, min(k, matrix rows))``.
 
         Raises:
             ValueError: Wrong shapes, dtypes or values of the arguments.
@@ -371,7 +371,7 @@ class VectorIndex:
         m = _check_matrix(matrix, self._dim, check_finite=False)
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
             raise ValueError(f"k must be an int >= 0, got {k!r}")
-        k = min(int(k), int(self._rows.size))
+        k = min(int(k), int(m.shape[0]))
         if m.shape[0] <= self._max_row:
             raise ValueError(
                 f"the matrix has {m.shape[0]} rows but the index holds row {self._max_row}; "

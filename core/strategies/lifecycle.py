@@ -12,25 +12,41 @@ rest the same way for all of them:
 * a save writes the table with the deleted rows' texts, metadata, ids and vectors blanked
   (:meth:`ChunkTable.to_files`), so no later generation holds them.
 
-A strategy supplies three hooks: :meth:`_index_documents` (chunk, embed, store and index new
-documents), :meth:`_forget_rows` (drop deleted rows from its own structures) and ``save``'s
-own files.
+The base also builds (:meth:`_build_into`), saves (:meth:`save`: the table's files, the
+strategy's, one manifest) and loads (:meth:`_load_saved`: checks, store, restore, follow).
+A strategy supplies the hooks: :meth:`_index_documents` (chunk, embed, store and index new
+documents), :meth:`_forget_rows` (drop deleted rows from its own structures),
+:meth:`_index_files` / :meth:`_manifest` (what it saves), :meth:`_from_saved` and
+``_restore`` (how it is rebuilt from them) and :meth:`_reload_options` (what a follower's
+reload passes on).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
 
+from core.embed import Embedder, as_embedder
 from core.filters import MetadataFilter, parse_filter
+from core.persist import FileData, save_index
+from core.store import ChunkStore
 from core.strategies.base import check_doc_ids
+from core.strategies.common import check_embedder, default_store, jsonable, open_index, store_from_meta
 from core.strategies.follow import Follows
 from core.strategies.table import ChunkTable
 from core.types import Document
+from core.writer_lock import WriterLock
+
+L = TypeVar("L", bound="IndexLifecycle")
 
 __all__ = ["IndexLifecycle"]
+
+logger = logging.getLogger("bridge_rag.lifecycle")
 
 
 class IndexLifecycle(Follows):
@@ -40,7 +56,16 @@ class IndexLifecycle(Follows):
     and implement the hooks.
     """
 
+    name: ClassVar[str]
+    #: Shown in messages ("Bridge-RAG"); the saved format's version (a loader checks it).
+    label: ClassVar[str]
+    index_version: ClassVar[int]
+    #: Chroma collection of an index whose manifest names none.
+    default_collection: ClassVar[str]
+
     store: Any
+    embedder: Embedder
+    config: Any
     _table: ChunkTable
     _lock: threading.RLock
 
@@ -108,9 +133,92 @@ class IndexLifecycle(Follows):
             self._autosave()
         return len(rows)
 
-    def save(self, path: Any) -> None:  # pragma: no cover - every strategy defines it
-        """Saves the index atomically to the directory ``path``."""
-        raise NotImplementedError
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Saves the index atomically (Chroma keeps the chunks; this saves what is derived).
+
+        The directory gets a new generation (a versioned manifest with a SHA-256 per file);
+        a crash during the save leaves the previous generation loadable. After a delete the
+        deleted rows are blanked in every file, and older generations (which still hold
+        them) are removed.
+
+        Args:
+            path: The index directory.
+        """
+        WriterLock.acquire(path, self)  # one writer per index directory
+        with self._lock:
+            files = {**self._table.to_files(), **self._index_files()}
+            meta = {
+                "config": self.config.to_dict(),
+                "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
+                "store": None
+                if self.store is None
+                else {"collection": self.store.name, "location": jsonable(self.store.location)},
+                **self._manifest(),
+            }
+            self._generation = save_index(
+                path,
+                files,
+                meta,
+                kind=self.name,
+                version=self.index_version,
+                keep_previous=not self._table.has_dead_rows,
+            ).name
+            self.persist_path = Path(path)
+
+    # ------------------------------------------------------------------ build and load
+    @classmethod
+    def _new_store(cls, persist_directory: str | os.PathLike[str] | None, collection_name: str) -> ChunkStore:
+        """The store of a new build: in memory, or an embedded Chroma under the directory."""
+        return default_store(persist_directory, collection_name, index_name=cls.name, label=cls.label)
+
+    def _build_into(self: L, docs: list[Document], persist_directory: str | os.PathLike[str] | None) -> L:
+        """Indexes a new corpus; with a directory, under its writer lock, saved there after."""
+        if not docs:
+            raise ValueError("cannot build an index from an empty corpus; pass at least one document")
+        if persist_directory is not None:  # one writer: taken before Chroma is touched
+            WriterLock.acquire(Path(persist_directory) / self.name, self)
+        self._index_documents(docs, first_build=True)
+        if persist_directory is not None:
+            self.save(Path(persist_directory) / self.name)
+        return self
+
+    @classmethod
+    def _load_saved(
+        cls: type[L],
+        path: str | os.PathLike[str],
+        store: ChunkStore | None,
+        embedder: Any,
+        refresh_interval: float | None,
+        memory_map: bool,
+        options: Mapping[str, Any],
+    ) -> L:
+        """Loads a saved index: its files checked, its embedder checked, its store found.
+
+        ``options`` go to :meth:`_from_saved` (models a strategy needs for queries); the
+        other arguments are those of a strategy's ``load``.
+
+        Raises:
+            FileNotFoundError: No index at ``path``.
+            ValueError: Corrupted files, another format version, a dimension mismatch, or a
+                Chroma collection that does not hold the indexed rows.
+        """
+        root, index_dir, generation, meta, files = open_index(
+            path, cls.name, kind=cls.name, version=cls.index_version, memory_map=memory_map
+        )
+        emb = as_embedder(embedder)
+        check_embedder(emb, meta)
+        if store is None and meta.get("store") is not None:
+            store = store_from_meta(root, index_dir, meta, cls.default_collection)
+        rag = cls._from_saved(store, emb, meta, files, **options)
+        rag._restore(files)
+
+        def reload(old: L) -> L:
+            return cls._load_saved(
+                index_dir, old.store, old.embedder, None, memory_map, old._reload_options()
+            )
+
+        rag._follow(index_dir, generation, refresh_interval, reload)
+        return rag
 
     # ------------------------------------------------------------------ hooks
     def _index_documents(self, docs: list[Document], *, first_build: bool) -> list[str]:
@@ -123,7 +231,67 @@ class IndexLifecycle(Follows):
     def _check_writable(self, what: str) -> None:
         """Raises when this index cannot be changed (Bubble over a bare graph has no store)."""
 
+    def _index_files(self) -> dict[str, bytes]:
+        """The strategy's own files for :meth:`save` (the table's are added by the base)."""
+        raise NotImplementedError  # pragma: no cover
+
+    def _manifest(self) -> dict[str, Any]:
+        """Extra manifest entries for :meth:`save` (config, embedder and store are the base's)."""
+        return {}
+
+    @classmethod
+    def _from_saved(
+        cls: type[L],
+        store: ChunkStore | None,
+        embedder: Embedder,
+        meta: Mapping[str, Any],
+        files: Mapping[str, FileData],
+        **options: Any,
+    ) -> L:
+        """A new, empty strategy with the saved settings (``_restore`` fills it from ``files``)."""
+        raise NotImplementedError  # pragma: no cover
+
+    def _restore(self, files: Mapping[str, FileData]) -> None:
+        """Rebuilds the strategy's structures from its saved files."""
+        raise NotImplementedError  # pragma: no cover
+
+    def _reload_options(self) -> dict[str, Any]:
+        """What :meth:`_from_saved` needs again when a follower reloads (models)."""
+        return {}
+
     # ------------------------------------------------------------------ plumbing
+    def _store_rows(
+        self,
+        ids: Sequence[str],
+        texts: Sequence[str],
+        vectors: Any,
+        metadatas: Sequence[Mapping[str, Any]],
+        *,
+        first_build: bool,
+    ) -> None:
+        """Writes new rows to Chroma; an update first replaces orphans an interrupted write left.
+
+        A process killed between its Chroma write and its save leaves rows in the collection
+        that the saved index does not hold; the same documents indexed again have the same
+        chunk ids. In an update (not a first build, which must not take over a collection
+        another index fills) those ids, stored but not rows of this index, are deleted first,
+        so the next update repairs the collection instead of failing on "ids already in the
+        collection".
+        """
+        store = self.store
+        known = self._table.id_to_row
+        unknown = [i for i in ids if i not in known] if not first_build else []
+        orphans = store.existing(unknown) if unknown else []
+        if orphans:
+            logger.warning(
+                "bridge-rag: replacing %d chunk(s) an interrupted write left in %r (e.g. %r)",
+                len(orphans),
+                store.name,
+                orphans[0],
+            )
+            store.delete(orphans)
+        store.add(ids, texts, vectors, metadatas, show_progress=getattr(self, "show_progress", False))
+
     @contextmanager
     def _writing(self) -> Iterator[None]:
         """One change at a time on this object (threads calling add / delete together)."""

@@ -223,20 +223,42 @@ class ChunkTable:
         return rows
 
     # ------------------------------------------------------------------ persistence
+    @property
+    def has_dead_rows(self) -> bool:
+        """Whether a delete left rows that a save must blank."""
+        return not bool(self.alive.all())
+
     def to_json(self) -> dict[str, Any]:
-        """Ids, document ids and the live mask as JSON data (texts and metadata: :meth:`to_files`)."""
-        return {
-            "ids": self.rows.ids,
-            "doc_ids": self.rows.doc_ids,
-            "alive": self.alive.astype(int).tolist(),
-        }
+        """Ids, document ids and the live mask as JSON data (texts and metadata: :meth:`to_files`).
+
+        A deleted row's chunk id and document id are saved empty: nothing of it is written.
+        """
+        ids, doc_ids = self.rows.ids, self.rows.doc_ids
+        if self.has_dead_rows:
+            ids = [x if a else "" for x, a in zip(ids, self.alive.tolist(), strict=True)]
+            doc_ids = [x if a else "" for x, a in zip(doc_ids, self.alive.tolist(), strict=True)]
+        return {"ids": ids, "doc_ids": doc_ids, "alive": self.alive.astype(int).tolist()}
 
     def to_files(self) -> dict[str, bytes]:
-        """The rows' texts and metadata as packed-string files (saved beside :meth:`to_json`)."""
-        return {
-            **PackedStrings.to_files(self.rows.texts, _TEXTS),
-            **PackedJson.to_files(self.rows.metadatas, _METADATA),
-        }
+        """The rows' texts and metadata as packed-string files (saved beside :meth:`to_json`).
+
+        A deleted row is saved with an empty text and empty metadata.
+        """
+        texts: Sequence[str] = self.rows.texts
+        metadatas: Sequence[dict[str, Any]] = self.rows.metadatas
+        if self.has_dead_rows:
+            alive = self.alive.tolist()
+            texts = [t if a else "" for t, a in zip(texts, alive, strict=True)]
+            metadatas = [m if a else {} for m, a in zip(metadatas, alive, strict=True)]
+        return {**PackedStrings.to_files(texts, _TEXTS), **PackedJson.to_files(metadatas, _METADATA)}
+
+    def saved_matrix(self) -> FloatMatrix:
+        """The embedding matrix to save: a deleted row's vector is zeros."""
+        if not self.has_dead_rows:
+            return self.matrix
+        out = np.array(self.matrix, dtype=np.float32, copy=True)
+        out[~self.alive] = 0.0
+        return out
 
     @classmethod
     def restore(

@@ -17,7 +17,9 @@ strict xfails (``KNOWN_BUGS``), so fixing them turns the suite red until the ent
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
+import json
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -34,6 +36,7 @@ from llama_index.core import Document as LIDocument
 from llama_index.core.embeddings import MockEmbedding
 
 from core.embed import CallableEmbedder
+from core.entities import RuleBasedEntityExtractor
 from core.store import ChunkStore
 from core.strategies.base import MAX_K
 from core.types import Document
@@ -521,3 +524,55 @@ def test_cli_refuses_bad_runs_before_any_work(
     err = capsys.readouterr().err
     assert f"bridge-rag {argv[0]}: error:" in err
     assert message in err
+
+
+# --------------------------------------------------------------------------- bounded sizes
+
+
+def test_a_huge_k_through_the_vector_index_allocates_nothing_big() -> None:
+    """k = 2**31 - 1 over the HNSW path once asked numpy for 32 GiB; it is clamped first."""
+    from core.strategies.bridge import BridgeRAG
+    from core.vector_index import VectorIndex
+
+    rag = BridgeRAG.from_documents(
+        synthetic_documents(12),
+        embedder=wiring_embedder(),
+        store=ChunkStore.ephemeral(unique_name("huge-k")),
+        entity_extractor=RuleBasedEntityExtractor(),
+        exact_search_max_rows=0,  # every dense search goes through VectorIndex
+        show_progress=False,
+    )
+    found = rag.retrieve(QUERY, k=MAX_K)
+    assert len(found) == rag.num_chunks
+    matrix = np.asarray(rag._table.matrix)
+    ids, scores = VectorIndex.build(matrix).search(matrix[:2], matrix, MAX_K)
+    assert ids.shape == scores.shape == (2, matrix.shape[0])
+
+
+def test_a_forged_forest_range_is_refused(tmp_path: Path) -> None:
+    """A forest whose chunk ranges reach past the saved rows (re-signed) does not load."""
+    from core.native import AbstractForest
+    from core.strategies.bridge import BridgeRAG
+
+    rag = BridgeRAG.from_documents(
+        synthetic_documents(6),
+        embedder=wiring_embedder(),
+        persist_directory=tmp_path,
+        entity_extractor=RuleBasedEntityExtractor(),
+        show_progress=False,
+    )
+    rag.close()
+    generation = next(p for p in (tmp_path / "bridge").iterdir() if p.name.startswith("gen-"))
+    arrays = rag.forest.arrays()
+    forged = AbstractForest()
+    n = len(arrays["level"])
+    forged.add_nodes(
+        [int(x) for x in arrays["level"]], [0] * n, [2**31 - 2] * n, [int(x) for x in arrays["parent"]]
+    )
+    blob = forged.to_bytes()
+    manifest = json.loads((generation / "manifest.json").read_text())
+    manifest["files"]["forest.bin"] = {"sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)}
+    (generation / "forest.bin").write_bytes(blob)
+    (generation / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="disagree with each other"):
+        BridgeRAG.load(tmp_path, embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor())

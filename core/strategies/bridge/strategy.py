@@ -50,7 +50,6 @@ from core.persist import (
     array_view,
     json_from_bytes,
     json_to_bytes,
-    save_index,
 )
 from core.store import ChunkStore
 from core.strategies.base import (
@@ -63,17 +62,12 @@ from core.strategies.bridge.abstracts import AbstractWriter
 from core.strategies.bridge.hierarchy import group_by_meaning, weighted_centroids
 from core.strategies.common import (
     DOC_ID_KEY,
-    check_embedder,
     check_query_vector,
-    default_store,
     embed_in_batches,
     fit_mask,
-    jsonable,
     mask_at,
     normalise_rows,
-    open_index,
     row_cosines,
-    store_from_meta,
     timed,
 )
 from core.strategies.config import StrategyConfig
@@ -92,13 +86,11 @@ from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, st
 from core.text import query_ngrams, title_entities
 from core.types import BuildReport, Document, Retrieved
 from core.vector_index import HEADER_FILE, VectorIndex
-from core.writer_lock import WriterLock
 
 __all__ = ["BridgeConfig", "BridgeRAG"]
 
 FloatMatrix = npt.NDArray[np.float32]
 
-INDEX_KIND = "bridge"
 INDEX_VERSION = 2  # 2: entity links (links.json, links_*.npy)
 
 #: Metadata keys bridge-rag writes on every chunk in Chroma.
@@ -235,7 +227,11 @@ class BridgeRAG(IndexLifecycle):
     """
 
     store: ChunkStore
+    config: BridgeConfig
     name: ClassVar[str] = "bridge"
+    label: ClassVar[str] = "Bridge-RAG"
+    index_version: ClassVar[int] = INDEX_VERSION
+    default_collection: ClassVar[str] = "bridge_rag"
     provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS | {
         "cosine",
         "entity_score",
@@ -387,20 +383,14 @@ class BridgeRAG(IndexLifecycle):
         Raises:
             ValueError: Empty corpus, documents without text, or duplicate document ids.
         """
-        cfg = BridgeConfig.merged(config, config_overrides, "Bridge-RAG")
+        cfg = BridgeConfig.merged(config, config_overrides, cls.label)
         docs = list(documents)
         emb = as_embedder(embedder)
-        if store is None:
-            store = default_store(persist_directory, collection_name, index_name="bridge", label="Bridge-RAG")
+        store = store if store is not None else cls._new_store(persist_directory, collection_name)
         rag = cls(
             store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=show_progress
         )
-        if persist_directory is not None:  # one writer: taken before Chroma is touched
-            WriterLock.acquire(Path(persist_directory) / "bridge", rag)
-        rag._index_documents(docs, first_build=True)
-        if persist_directory is not None:
-            rag.save(Path(persist_directory) / "bridge")
-        return rag
+        return rag._build_into(docs, persist_directory)
 
     @classmethod
     def from_store(
@@ -417,10 +407,11 @@ class BridgeRAG(IndexLifecycle):
         """Builds the Bridge structures over the chunks already in a Chroma collection.
 
         Each stored item is used as a chunk as it is (no re-chunking, no re-embedding).
-        Its document is ``metadata["doc_id"]``, else ``metadata["source"]``, else its own id;
-        a document's chunks are ordered by ``chunk_order``, else ``start_index``, when every
-        chunk has a distinct one, else by the collection's order
-        (:func:`core.strategies.common.collection_order`).
+        Its document is named by ``metadata["doc_id"]``, else ``metadata["source"]``, else its
+        own id, and holds only chunks whose metadata agree apart from position keys (two
+        tenants' ``report.pdf`` are two documents, ``report.pdf#<hash>``); a document's chunks
+        are ordered by ``chunk_order``, else ``start_index``, when every chunk has a distinct
+        one, else by the collection's order (:func:`core.strategies.common.document_groups`).
 
         Args:
             store: The collection (wrap a chromadb Collection with ``ChunkStore(collection)``).
@@ -449,13 +440,47 @@ class BridgeRAG(IndexLifecycle):
 
     # ------------------------------------------------------------------ updates
     def _forget_rows(self, rows: Sequence[int]) -> None:
-        """An abstract left without live chunks leaves the filter and the forest's live set."""
+        """Rewrites every abstract that summarised a deleted chunk, from its live chunks only.
+
+        A level-0 abstract keeps the entities its live chunks still name, a new summary of
+        their texts and the mean of their vectors; its ancestors are recomputed from their
+        live children (entities, the summary of the child nearest their new centroid). An
+        abstract left without live chunks is blanked and leaves the filter. So the next save
+        holds nothing of the deleted chunks, and no summary speaks for them.
+        """
         alive = self._table.alive
-        for a in sorted({int(self._row_abstract[r]) for r in rows}):
-            if not alive[self._row_abstract == a].any():
-                for ent in self._abs_entities[a]:
-                    self._filter.remove_ids(ent, [a])
-                self._abs_alive[a] = False
+        touched = sorted({int(self._row_abstract[r]) for r in rows})
+        matrix = np.array(self._abs_matrix, dtype=np.float32, copy=True)  # may be a read-only map
+        writer = AbstractWriter(self.config.summary_words, self.llm)
+        for a in touched:
+            live = np.flatnonzero(alive & (self._row_abstract == a))
+            texts = [self._table.texts[int(r)] for r in live]
+            titles = [str(self._table.metadatas[int(r)].get("title", "")) for r in live]
+            kept = [e for e in self._abs_entities[a] if _named_in(e, [*texts, *titles])]
+            for ent in set(self._abs_entities[a]) - set(kept):
+                self._filter.remove_ids(ent, [a])
+            self._abs_entities[a] = kept
+            self._abs_summary[a] = writer.write(texts) if texts else ""
+            self._abs_alive[a] = bool(live.size)
+            matrix[a] = _unit_mean(self._table.matrix[live]) if live.size else 0.0
+        parent = self._parents()
+        level = {int(parent[a]) for a in touched if parent[a] >= 0}
+        while level:
+            for node in sorted(level):
+                children = [c for c in np.flatnonzero(parent == node).tolist() if self._abs_alive[c]]
+                self._abs_alive[node] = bool(children)
+                matrix[node] = _unit_mean(matrix[children]) if children else 0.0
+                self._abs_entities[node] = list(
+                    dict.fromkeys(e for c in children for e in self._abs_entities[c])
+                )[:50]
+                if children:
+                    nearest = max(children, key=lambda c: (float(matrix[c] @ matrix[node]), -c))
+                    summary = writer.extractive([self._abs_summary[nearest]], self._abs_entities[node])
+                else:
+                    summary = ""
+                self._abs_summary[node] = summary
+            level = {int(parent[n]) for n in level if parent[n] >= 0}
+        self._abs_matrix = matrix
 
     # ------------------------------------------------------------------ query
     @follows_writer
@@ -640,52 +665,43 @@ class BridgeRAG(IndexLifecycle):
         return out
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Saves the Bridge structures (not the chunks: Chroma holds those) atomically.
+    def _index_files(self) -> dict[str, bytes]:
+        files = {
+            "filter.bin": self._filter.to_bytes(),
+            "forest.bin": self._forest.to_bytes(),
+            "chunk_embeddings.npy": array_to_bytes(self._table.saved_matrix()),
+            "abstract_embeddings.npy": array_to_bytes(self._abs_matrix),
+            "chunks.json": json_to_bytes({**self._table.to_json(), "abstract": self._row_abstract.tolist()}),
+            **links_files(self._links),
+            "abstracts.json": json_to_bytes(
+                {
+                    "level": self._abs_level,
+                    "summary": self._abs_summary,
+                    "entities": self._abs_entities,
+                    "doc_id": self._abs_doc,
+                    "alive": [int(a) for a in self._abs_alive],
+                }
+            ),
+        }
+        vectors = self._vectors
+        # minutes of HNSW inserts on a large corpus; but the graph holds every vector it
+        # indexed, so after a delete it is left out and rebuilt on the first query instead
+        if (
+            vectors is not None
+            and len(vectors) == self._table.matrix.shape[0]
+            and not self._table.has_dead_rows
+        ):
+            files.update(vectors.to_files(_DENSE_PREFIX))
+        return files
 
-        The directory gets a new generation (versioned manifest with a SHA-256 per file);
-        a crash during the save leaves the previous generation loadable.
-
-        Args:
-            path: Index directory.
-        """
-        WriterLock.acquire(path, self)  # one writer per index directory
-        with self._lock:
-            files = {
-                "filter.bin": self._filter.to_bytes(),
-                "forest.bin": self._forest.to_bytes(),
-                "chunk_embeddings.npy": array_to_bytes(self._table.matrix),
-                "abstract_embeddings.npy": array_to_bytes(self._abs_matrix),
-                "chunks.json": json_to_bytes(
-                    {**self._table.to_json(), "abstract": self._row_abstract.tolist()}
-                ),
-                **self._table.to_files(),
-                **links_files(self._links),
-                "abstracts.json": json_to_bytes(
-                    {
-                        "level": self._abs_level,
-                        "summary": self._abs_summary,
-                        "entities": self._abs_entities,
-                        "doc_id": self._abs_doc,
-                        "alive": [int(a) for a in self._abs_alive],
-                    }
-                ),
+    def _manifest(self) -> dict[str, Any]:
+        return {
+            "counts": {
+                "chunks": self.num_chunks,
+                "abstracts": self.num_abstracts,
+                "entities": self.num_entities,
             }
-            vectors = self._vectors
-            if vectors is not None and len(vectors) == self._table.matrix.shape[0]:
-                files.update(vectors.to_files(_DENSE_PREFIX))  # minutes of HNSW inserts on a large corpus
-            meta = {
-                "config": self.config.to_dict(),
-                "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
-                "store": {"collection": self.store.name, "location": jsonable(self.store.location)},
-                "counts": {
-                    "chunks": self.num_chunks,
-                    "abstracts": self.num_abstracts,
-                    "entities": self.num_entities,
-                },
-            }
-            self._generation = save_index(path, files, meta, kind=INDEX_KIND, version=INDEX_VERSION).name
-            self.persist_path = Path(path)
+        }
 
     @classmethod
     def load(
@@ -728,36 +744,28 @@ class BridgeRAG(IndexLifecycle):
             ValueError: Corrupted files, another format version, a dimension mismatch, or a
                 Chroma collection that does not hold the indexed chunks.
         """
-        root, index_dir, generation, meta, files = open_index(
-            path, "bridge", kind=INDEX_KIND, version=INDEX_VERSION, memory_map=memory_map
-        )
-        cfg = BridgeConfig.from_dict(meta.get("config", {}))
-        emb = as_embedder(embedder)
-        check_embedder(emb, meta)
+        options = {"entity_extractor": entity_extractor, "llm": llm}
+        return cls._load_saved(path, store, embedder, refresh_interval, memory_map, options)
+
+    @classmethod
+    def _from_saved(
+        cls,
+        store: ChunkStore | None,
+        embedder: Embedder,
+        meta: Mapping[str, Any],
+        files: Mapping[str, FileData],
+        **options: Any,
+    ) -> BridgeRAG:
         if store is None:
-            store = store_from_meta(root, index_dir, meta, "bridge_rag")
-        rag = cls(store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=False)
-        rag._restore(files)
-        rag._follow(
-            index_dir,
-            generation,
-            refresh_interval,
-            lambda rag: cls.load(
-                index_dir,
-                store=rag.store,
-                embedder=rag.embedder,
-                entity_extractor=rag.entity_extractor,
-                llm=rag.llm,
-                refresh_interval=None,
-                memory_map=memory_map,
-            ),
-        )
-        return rag
+            raise ValueError("the index names no Chroma collection; pass store=ChunkStore(...)")
+        config = BridgeConfig.from_dict(meta.get("config", {}))
+        return cls(store, embedder, config=config, **options)
+
+    def _reload_options(self) -> dict[str, Any]:
+        return {"entity_extractor": self.entity_extractor, "llm": self.llm}
 
     # ------------------------------------------------------------------ internals: build
     def _index_documents(self, docs: list[Document], *, first_build: bool) -> list[str]:
-        if first_build and not docs:
-            raise ValueError("cannot build an index from an empty corpus; pass at least one document")
         with timed(self.report, "chunk"):
             doc_ids, rows = chunk_new_documents(
                 docs,
@@ -768,7 +776,7 @@ class BridgeRAG(IndexLifecycle):
         with timed(self.report, "embed"):
             embeddings = embed_in_batches(self.embedder, rows.texts, show_progress=self.show_progress)
         with timed(self.report, "store"):
-            self.store.add(rows.ids, rows.texts, embeddings, rows.metadatas, show_progress=self.show_progress)
+            self._store_rows(rows.ids, rows.texts, embeddings, rows.metadatas, first_build=first_build)
         self._extend(rows, normalise_rows(embeddings), first_build=first_build)
         return doc_ids
 
@@ -1265,6 +1273,7 @@ class BridgeRAG(IndexLifecycle):
             == len(self._abs_alive)
             == n_abs
             and len(self._forest) == n_abs
+            and _ranges_within(self._forest, n)
             and (n == 0 or (row_abstract.min() >= 0 and row_abstract.max() < n_abs))
             and links.num_units == n
         )
@@ -1288,6 +1297,28 @@ class BridgeRAG(IndexLifecycle):
 
 # ---------------------------------------------------------------------- module helpers
 _DENSE_PREFIX = "dense."
+
+
+def _ranges_within(forest: AbstractForest, n_rows: int) -> bool:
+    """Whether every node's chunk range lies inside the ``n_rows`` saved rows (a forged file's may not)."""
+    arrays = forest.arrays()
+    begin = np.asarray(arrays["chunk_begin"], dtype=np.int64)
+    end = np.asarray(arrays["chunk_end"], dtype=np.int64)
+    return bool(np.all((begin >= 0) & (begin <= end) & (end <= n_rows)))
+
+
+def _named_in(entity: str, texts: Sequence[str]) -> bool:
+    """Whether a chunk text still names ``entity`` (case-insensitive)."""
+    low = entity.lower()
+    return any(low in t.lower() for t in texts)
+
+
+def _unit_mean(vectors: FloatMatrix) -> FloatMatrix:
+    """The normalised mean of row vectors (zeros when they cancel out)."""
+    c = np.asarray(vectors, dtype=np.float64).mean(axis=0)
+    norm = float(np.linalg.norm(c))
+    out: FloatMatrix = (c / norm if norm > 0 else c).astype(np.float32)
+    return out
 
 
 def _all_stopwords(ngram: str) -> bool:

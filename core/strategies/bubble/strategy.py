@@ -50,7 +50,7 @@ from core.embed import Embedder, as_embedder, embed_query_with, window_chars
 from core.filters import FilterError, MetadataFilter, parse_filter
 from core.llm import LLM, LLMOutputError, as_llm, complete_json
 from core.native.scoring import top_k_cosine
-from core.persist import FileData, array_to_bytes, array_view, json_from_bytes, json_to_bytes, save_index
+from core.persist import FileData, array_to_bytes, array_view, json_from_bytes, json_to_bytes
 from core.store import ChunkStore
 from core.strategies.base import (
     COMMON_PROVENANCE_KEYS,
@@ -64,16 +64,11 @@ from core.strategies.bubble.kg import KnowledgeGraph
 from core.strategies.bubble.triples import Triple, TripleExtractor, default_triple_extractor
 from core.strategies.common import (
     DOC_ID_KEY,
-    check_embedder,
     check_query_vector,
-    default_store,
     embed_in_batches,
     fit_mask,
-    jsonable,
     normalise_rows,
-    open_index,
     row_cosines,
-    store_from_meta,
     timed,
 )
 from core.strategies.config import StrategyConfig
@@ -93,12 +88,10 @@ from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, st
 from core.text import make_doc_id
 from core.types import BuildReport, Document, Retrieved
 from core.vector_index import DEFAULT_EXACT_BELOW
-from core.writer_lock import WriterLock
 
 __all__ = ["BubbleConfig", "BubbleRAG", "EvidenceGraph"]
 
 FloatMatrix = npt.NDArray[np.float32]
-INDEX_KIND = "bubble"
 INDEX_VERSION = 2  # 2: entity links over the chunks (the hop walk)
 _KIND_NAMES = ("meeting", "within-group", "anchors")
 _MAX_NODE_CHUNKS = 20  # a node mentioned in more chunks than this lends them no evidence
@@ -248,7 +241,11 @@ class BubbleRAG(IndexLifecycle):
     """
 
     name: ClassVar[str] = "bubble"
+    label: ClassVar[str] = "BubbleRAG"
+    index_version: ClassVar[int] = INDEX_VERSION
+    default_collection: ClassVar[str] = "bubble_rag"
     store: ChunkStore | None
+    config: BubbleConfig
     provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS | {
         "cosine",
         "evidence",
@@ -359,20 +356,14 @@ class BubbleRAG(IndexLifecycle):
         Raises:
             ValueError: Empty corpus, documents without text, or duplicate document ids.
         """
-        cfg = BubbleConfig.merged(config, config_overrides, "BubbleRAG")
+        cfg = BubbleConfig.merged(config, config_overrides, cls.label)
         docs = list(documents)
         emb = as_embedder(embedder)
-        if store is None:
-            store = default_store(persist_directory, collection_name, index_name="bubble", label="BubbleRAG")
+        store = store if store is not None else cls._new_store(persist_directory, collection_name)
         rag = cls(
             store, emb, config=cfg, triple_extractor=triple_extractor, llm=llm, show_progress=show_progress
         )
-        if persist_directory is not None:  # one writer: taken before Chroma is touched
-            WriterLock.acquire(Path(persist_directory) / "bubble", rag)
-        rag._index_documents(docs, first_build=True)
-        if persist_directory is not None:
-            rag.save(Path(persist_directory) / "bubble")
-        return rag
+        return rag._build_into(docs, persist_directory)
 
     @classmethod
     def from_store(
@@ -388,8 +379,9 @@ class BubbleRAG(IndexLifecycle):
     ) -> BubbleRAG:
         """Builds the graph from the chunks already in a Chroma collection (not re-embedded).
 
-        Each stored item is a chunk; its document is ``metadata["doc_id"]``, else
-        ``metadata["source"]``, else its own id.
+        Each stored item is a chunk; its document is named by ``metadata["doc_id"]``, else
+        ``metadata["source"]``, else its own id, and holds only chunks whose metadata agree
+        apart from position keys (:func:`core.strategies.common.document_groups`).
 
         Raises:
             ValueError: The collection is empty or its dimension differs from the embedder's.
@@ -1030,9 +1022,7 @@ class BubbleRAG(IndexLifecycle):
 
     # ------------------------------------------------------------------ build internals
     def _index_documents(self, docs: list[Document], *, first_build: bool) -> list[str]:
-        if first_build and not docs:
-            raise ValueError("cannot build an index from an empty corpus; pass at least one document")
-        store = self._require_store("indexing documents")
+        self._require_store("indexing documents")
         with timed(self.report, "chunk"):
             doc_ids, chunks = chunk_new_documents(
                 docs,
@@ -1043,7 +1033,7 @@ class BubbleRAG(IndexLifecycle):
         with timed(self.report, "embed"):
             vectors = embed_in_batches(self.embedder, chunks.texts, show_progress=self.show_progress)
         with timed(self.report, "store"):
-            store.add(chunks.ids, chunks.texts, vectors, chunks.metadatas, show_progress=self.show_progress)
+            self._store_rows(chunks.ids, chunks.texts, vectors, chunks.metadatas, first_build=first_build)
         self._extend(chunks, normalise_rows(vectors))
         return doc_ids
 
@@ -1098,33 +1088,17 @@ class BubbleRAG(IndexLifecycle):
         )
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Saves the graph and chunk vectors atomically (Chroma keeps the chunk texts).
+    def _index_files(self) -> dict[str, bytes]:
+        return {
+            **self.kg.to_files(),
+            "chunk_embeddings.npy": array_to_bytes(self._table.saved_matrix()),
+            "chunks.json": json_to_bytes(self._table.to_json()),
+            "terms.json": json_to_bytes({"df": dict(self.terms.df), "documents": self.terms.documents}),
+            **links_files(self._links),
+        }
 
-        Args:
-            path: Index directory (a new generation is written; the previous stays loadable).
-        """
-        WriterLock.acquire(path, self)  # one writer per index directory
-        with self._lock:
-            files = {
-                **self.kg.to_files(),
-                "chunk_embeddings.npy": array_to_bytes(self._table.matrix),
-                # Graphs built without a store keep their chunk texts here.
-                "chunks.json": json_to_bytes(self._table.to_json()),
-                **self._table.to_files(),
-                "terms.json": json_to_bytes({"df": dict(self.terms.df), "documents": self.terms.documents}),
-                **links_files(self._links),
-            }
-            meta = {
-                "config": self.config.to_dict(),
-                "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
-                "store": None
-                if self.store is None
-                else {"collection": self.store.name, "location": jsonable(self.store.location)},
-                "counts": dict(self.report.counts),
-            }
-            self._generation = save_index(path, files, meta, kind=INDEX_KIND, version=INDEX_VERSION).name
-            self.persist_path = Path(path)
+    def _manifest(self) -> dict[str, Any]:
+        return {"counts": dict(self.report.counts)}
 
     @classmethod
     def load(
@@ -1159,36 +1133,22 @@ class BubbleRAG(IndexLifecycle):
             FileNotFoundError: No index at ``path``.
             ValueError: Corrupted files, another version, or a dimension mismatch.
         """
-        root, index_dir, generation, meta, files = open_index(
-            path, "bubble", kind=INDEX_KIND, version=INDEX_VERSION, memory_map=memory_map
-        )
-        emb = as_embedder(embedder)
-        check_embedder(emb, meta)
-        if store is None and meta.get("store") is not None:
-            store = store_from_meta(root, index_dir, meta, "bubble_rag")
-        rag = cls(
-            store,
-            emb,
-            config=BubbleConfig.from_dict(meta.get("config", {})),
-            llm=llm,
-            triple_extractor=triple_extractor,
-        )
-        rag._restore(files)
-        rag._follow(
-            index_dir,
-            generation,
-            refresh_interval,
-            lambda rag: cls.load(
-                index_dir,
-                store=rag.store,
-                embedder=rag.embedder,
-                llm=rag.llm,
-                triple_extractor=rag._triple_extractor,
-                refresh_interval=None,
-                memory_map=memory_map,
-            ),
-        )
-        return rag
+        options = {"llm": llm, "triple_extractor": triple_extractor}
+        return cls._load_saved(path, store, embedder, refresh_interval, memory_map, options)
+
+    @classmethod
+    def _from_saved(
+        cls,
+        store: ChunkStore | None,
+        embedder: Embedder,
+        meta: Mapping[str, Any],
+        files: Mapping[str, FileData],
+        **options: Any,
+    ) -> BubbleRAG:
+        return cls(store, embedder, config=BubbleConfig.from_dict(meta.get("config", {})), **options)
+
+    def _reload_options(self) -> dict[str, Any]:
+        return {"llm": self.llm, "triple_extractor": self._triple_extractor}
 
     def _restore(self, files: Mapping[str, FileData]) -> None:
         self.kg = KnowledgeGraph.from_files(files, self.embedder.dimension)

@@ -44,7 +44,6 @@ from core.persist import (
     array_view,
     json_from_bytes,
     json_to_bytes,
-    save_index,
 )
 from core.store import ChunkStore
 from core.strategies.base import (
@@ -56,16 +55,12 @@ from core.strategies.base import (
 from core.strategies.common import (
     DOC_ID_KEY,
     POSITION_KEYS,
-    check_embedder,
     check_query_vector,
-    default_store,
     documents_from_chunks,
     embed_in_batches,
     mask_at,
     normalise_rows,
-    open_index,
     row_cosines,
-    store_from_meta,
 )
 from core.strategies.config import StrategyConfig
 from core.strategies.entity_links import EntityLinks, HopConfig, links_files, links_from_files
@@ -77,12 +72,10 @@ from core.strategies.umg.sparse import BM25Expert, SpladeExpert
 from core.strategies.umg.uncertainty import entropy_confidence, minmax_normalize, standardize
 from core.strategies.umg.units import UnitTable, build_units
 from core.types import BuildReport, Document, Retrieved
-from core.writer_lock import WriterLock
 
 __all__ = ["UMGRAG", "UMGConfig"]
 
 FloatMatrix = npt.NDArray[np.float32]
-INDEX_KIND = "umg"
 INDEX_VERSION = 2  # 2: the bridging expert's entity links
 
 
@@ -164,7 +157,11 @@ class UMGRAG(IndexLifecycle):
     """
 
     store: ChunkStore
+    config: UMGConfig
     name: ClassVar[str] = "umg"
+    label: ClassVar[str] = "UMG-RAG"
+    index_version: ClassVar[int] = INDEX_VERSION
+    default_collection: ClassVar[str] = "umg_rag"
     provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS | {
         "sent_start",
         "sent_end",
@@ -271,20 +268,12 @@ class UMGRAG(IndexLifecycle):
             ValueError: Empty corpus, documents without text, duplicate ids, or an ``llm``.
         """
         _refuse_llm(llm)
-        cfg = UMGConfig.merged(config, config_overrides, "UMG-RAG")
-        emb = as_embedder(embedder)
-        if store is None:
-            store = default_store(persist_directory, collection_name, index_name="umg", label="UMG-RAG")
-        rag = cls(store, emb, config=cfg, splade=_as_splade(splade), show_progress=show_progress)
+        cfg = UMGConfig.merged(config, config_overrides, cls.label)
         docs = list(documents)
-        if not docs:
-            raise ValueError("cannot build an index from an empty corpus; pass at least one document")
-        if persist_directory is not None:  # one writer: taken before Chroma is touched
-            WriterLock.acquire(Path(persist_directory) / "umg", rag)
-        rag._index_documents(docs, first_build=True)
-        if persist_directory is not None:
-            rag.save(Path(persist_directory) / "umg")
-        return rag
+        emb = as_embedder(embedder)
+        store = store if store is not None else cls._new_store(persist_directory, collection_name)
+        rag = cls(store, emb, config=cfg, splade=_as_splade(splade), show_progress=show_progress)
+        return rag._build_into(docs, persist_directory)
 
     @classmethod
     def from_store(
@@ -302,8 +291,9 @@ class UMGRAG(IndexLifecycle):
         """Builds UMG-RAG over the documents whose chunks are already in a Chroma collection.
 
         Each document is rebuilt from its chunks in order (:func:`documents_from_chunks`:
-        grouped by ``doc_id`` / ``source`` metadata, ordered by ``chunk_order`` or
-        ``start_index``, overlaps removed where ``start_index`` says where a chunk starts),
+        grouped by ``doc_id`` / ``source`` metadata and identical metadata apart from position
+        keys, ordered by ``chunk_order`` or ``start_index``, overlaps removed where
+        ``start_index`` says where a chunk starts),
         then split into UMG's sentence windows. The windows are new texts, so they are
         embedded (the stored chunk vectors cannot be reused) and kept in a collection of
         their own beside the given one, which is only read.
@@ -327,9 +317,13 @@ class UMGRAG(IndexLifecycle):
         Returns:
             The built strategy.
 
+        A filter on a position key (``start_index``, ...) is refused by the strategy built here:
+        a window spans several chunks, so it cannot honour one.
+
         Raises:
             ValueError: The collection is empty or holds no text, its dimension differs from
                 the embedder's, or an ``llm`` was given.
+            core.store.BuildInProgressError: Another build of the side collection is running.
         """
         _refuse_llm(llm)
         emb = as_embedder(embedder)
@@ -409,7 +403,7 @@ class UMGRAG(IndexLifecycle):
             )
             self.report.seconds["embed"] = self.report.seconds.get("embed", 0.0) + time.perf_counter() - t0
             t0 = time.perf_counter()
-            self.store.add(ids, new.texts, vectors, unit_meta, show_progress=self.show_progress)
+            self._store_rows(ids, new.texts, vectors, unit_meta, first_build=first_build)
             self.report.seconds["store"] = self.report.seconds.get("store", 0.0) + time.perf_counter() - t0
         # The new units join every structure while no query runs (none sees half of it).
         enc = None
@@ -811,43 +805,35 @@ class UMGRAG(IndexLifecycle):
         return Retrieved(id=self._table.ids[u], text=self._table.texts[u], score=score, metadata=meta)
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Saves units, embeddings and sparse indexes atomically (a new checksummed generation)."""
-        WriterLock.acquire(path, self)  # one writer per index directory
-        with self._lock:
-            u = self._units
-            files: dict[str, bytes] = {
-                "units.json": json_to_bytes(
-                    {
-                        **self._table.to_json(),
-                        "sent_start": u.sent_start,
-                        "sent_end": u.sent_end,
-                        "char_start": u.char_start,
-                        "char_end": u.char_end,
-                        "granularities": u.granularities,
-                        "by_granularity": {str(g): m for g, m in u.by_granularity.items()},
-                    }
-                ),
-                "unit_embeddings.npy": array_to_bytes(self._table.matrix),
-                "link_rows.npy": array_to_bytes(np.asarray(self._link_rows, dtype=np.int64)),
-                **links_files(self._links),
-                **self._table.to_files(),
-            }
-            for g, expert in self._bm25.items():
-                for name, blob in expert.to_files().items():
-                    files[f"bm25_g{g}.{name}"] = blob
-            if self.splade is not None and self.splade.matrix is not None:
-                for name, blob in self.splade.to_files().items():
-                    files[f"splade.{name}"] = blob
-            meta = {
-                "config": self.config.to_dict(),
-                "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
-                "store": {"collection": self.store.name, "location": dict(self.store.location)},
-                "splade": None if self.splade is None else str(self.splade.path),
-                "from_store": self._from_store,
-            }
-            self._generation = save_index(path, files, meta, kind=INDEX_KIND, version=INDEX_VERSION).name
-            self.persist_path = Path(path)
+    def _index_files(self) -> dict[str, bytes]:
+        u = self._units
+        files: dict[str, bytes] = {
+            "units.json": json_to_bytes(
+                {
+                    **self._table.to_json(),
+                    "sent_start": u.sent_start,
+                    "sent_end": u.sent_end,
+                    "char_start": u.char_start,
+                    "char_end": u.char_end,
+                    "granularities": u.granularities,
+                    "by_granularity": {str(g): m for g, m in u.by_granularity.items()},
+                }
+            ),
+            "unit_embeddings.npy": array_to_bytes(self._table.saved_matrix()),
+            "link_rows.npy": array_to_bytes(np.asarray(self._link_rows, dtype=np.int64)),
+            **links_files(self._links),
+        }
+        for g, expert in self._bm25.items():
+            for name, blob in expert.to_files().items():
+                files[f"bm25_g{g}.{name}"] = blob
+        if self.splade is not None and self.splade.matrix is not None:
+            for name, blob in self.splade.to_files().items():
+                files[f"splade.{name}"] = blob
+        return files
+
+    def _manifest(self) -> dict[str, Any]:
+        splade = None if self.splade is None else str(self.splade.path)
+        return {"splade": splade, "from_store": self._from_store}
 
     @classmethod
     def load(
@@ -881,38 +867,34 @@ class UMGRAG(IndexLifecycle):
             FileNotFoundError: No index at ``path``.
             ValueError: Corrupted files, another version, or a dimension mismatch.
         """
-        root, index_dir, generation, meta, files = open_index(
-            path, "umg", kind=INDEX_KIND, version=INDEX_VERSION, memory_map=memory_map
-        )
-        emb = as_embedder(embedder)
-        check_embedder(emb, meta)
+        return cls._load_saved(path, store, embedder, refresh_interval, memory_map, {"splade": splade})
+
+    @classmethod
+    def _from_saved(
+        cls,
+        store: ChunkStore | None,
+        embedder: Embedder,
+        meta: Mapping[str, Any],
+        files: Mapping[str, FileData],
+        **options: Any,
+    ) -> UMGRAG:
         if store is None:
-            store = store_from_meta(root, index_dir, meta, "umg_rag")
+            raise ValueError("the index names no Chroma collection; pass store=ChunkStore(...)")
+        splade = options.get("splade")
         has_splade = any(n.startswith("splade.") for n in files)
         if has_splade and splade is None:
             splade = meta.get("splade") or True
         rag = cls(
             store,
-            emb,
+            embedder,
             config=UMGConfig.from_dict(meta.get("config", {})),
             splade=_as_splade(splade if has_splade else None),
         )
         rag._from_store = bool(meta.get("from_store", False))
-        rag._restore(files)
-        rag._follow(
-            index_dir,
-            generation,
-            refresh_interval,
-            lambda rag: cls.load(
-                index_dir,
-                store=rag.store,
-                embedder=rag.embedder,
-                splade=rag.splade,
-                refresh_interval=None,
-                memory_map=memory_map,
-            ),
-        )
         return rag
+
+    def _reload_options(self) -> dict[str, Any]:
+        return {"splade": self.splade}
 
     def _restore(self, files: Mapping[str, FileData]) -> None:
         try:

@@ -1,0 +1,104 @@
+"""``bridge-rag index`` that kills itself with SIGKILL at a chosen stage, for the kill test.
+
+``python -m tests.reliability.update_killer STAGE -- ARGS...`` runs ``bridge-rag ARGS`` in
+this process with the fake embedder and the rule-based entity extractor (no model), and
+sends itself SIGKILL when the run reaches STAGE (``none``: never):
+
+* ``journal``: the pending journal is in ``sources.json``, nothing else changed yet;
+* ``chroma-delete``: the first delete reached Chroma, the index does not know yet;
+* ``delete-saved``: the index saved the deletes;
+* ``chroma-add``: the new chunks are in Chroma, not yet in the index;
+* ``add-saved``: the index saved the new chunks, the record still says "pending";
+* ``record``: about to write the final record.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+STAGES = ("journal", "chroma-delete", "delete-saved", "chroma-add", "add-saved", "record")
+
+
+def _die() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _after(stage: str, wanted: str, call: int, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``, killing the process after its ``call``-th call when ``stage`` is the wanted one."""
+    calls = [0]
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        result = fn(*args, **kwargs)
+        calls[0] += 1
+        if stage == wanted and calls[0] == call:
+            _die()
+        return result
+
+    return wrapper
+
+
+def _offline_models() -> None:
+    """The fake embedder and rule-based entities wherever the CLI would load a model."""
+    from core.entities import RuleBasedEntityExtractor
+    from core.strategies.bridge import strategy as bridge
+    from core.strategies.bubble import strategy as bubble
+    from core.strategies.umg import strategy as umg
+    from tests.reliability.cases import wiring_embedder
+
+    for module in (bridge, umg, bubble):
+        original = module.as_embedder
+        module.as_embedder = lambda e, _o=original: _o(e if e is not None else wiring_embedder())  # type: ignore[attr-defined]
+    bridge.default_entity_extractor = RuleBasedEntityExtractor  # type: ignore[attr-defined]
+    umg.default_entity_extractor = RuleBasedEntityExtractor  # type: ignore[attr-defined]
+
+
+def main(argv: list[str]) -> int:
+    """Runs the command; SIGKILLs itself at the stage named by ``argv[0]``."""
+    stage, args = argv[0], argv[2:]
+    if stage != "none" and stage not in STAGES:
+        raise SystemExit(f"unknown stage {stage!r}; one of {', '.join(STAGES)} or none")
+    _offline_models()
+    from core import cli, indexing
+    from core.store import ChunkStore
+    from core.strategies.bridge import strategy as bridge
+    from core.strategies.bubble import strategy as bubble
+    from core.strategies.umg import strategy as umg
+
+    writes = [0]
+    write_sources = indexing.write_sources
+
+    def record(*a: Any, **k: Any) -> Any:
+        writes[0] += 1
+        if stage == "record" and writes[0] == 2:
+            _die()
+        result = write_sources(*a, **k)
+        if stage == "journal" and writes[0] == 1:
+            _die()
+        return result
+
+    indexing.write_sources = record  # type: ignore[assignment]
+    ChunkStore.delete = _after(stage, "chroma-delete", 1, ChunkStore.delete)  # type: ignore[method-assign]
+    ChunkStore.add = _after(stage, "chroma-add", 1, ChunkStore.add)  # type: ignore[method-assign]
+    saves: list[int] = [0]
+    for module in (bridge, umg, bubble):
+        original = module.save_index
+
+        def save(*a: Any, _o: Callable[..., Any] = original, **k: Any) -> Any:
+            result = _o(*a, **k)
+            saves[0] += 1
+            if (stage == "delete-saved" and saves[0] == 1) or (stage == "add-saved" and saves[0] == 2):
+                _die()
+            return result
+
+        module.save_index = save  # type: ignore[attr-defined]
+    return cli.main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
