@@ -372,6 +372,34 @@ class EntityLinks:
         arrays["unit_group"] = np.asarray(self._unit_group, dtype=np.int64)
         return list(self.names), arrays
 
+    def without_units(self, dead: npt.NDArray[np.bool_]) -> EntityLinks:
+        """The links with the ``dead`` units' lists emptied and every name only they used dropped.
+
+        Unit numbers stay; entities are renumbered. A delete calls it, so no deleted unit's
+        entity names stay in the links (or in a save of them).
+
+        Args:
+            dead: One bool per unit (shorter: the units past its end are alive).
+        """
+        names, arrays = self.to_arrays()
+        n_units = self.num_units
+        gone = np.zeros(n_units, dtype=bool)
+        gone[: min(n_units, dead.shape[0])] = dead[:n_units]
+        used = np.zeros(len(names), dtype=bool)
+        kept: dict[str, tuple[IntArray, IntArray]] = {}
+        for key in ("about", "entities", "named"):
+            indptr, indices = arrays[f"{key}_indptr"], arrays[f"{key}_indices"]
+            owner = np.repeat(np.arange(n_units, dtype=np.int64), np.diff(indptr))
+            live = ~gone[owner]
+            used[indices[live]] = True
+            counts = np.bincount(owner[live], minlength=n_units)
+            kept[key] = (np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), indices[live])
+        renumber = np.cumsum(used) - 1
+        out: dict[str, IntArray] = {"unit_group": arrays["unit_group"]}
+        for key, (indptr, indices) in kept.items():
+            out[f"{key}_indptr"], out[f"{key}_indices"] = indptr, renumber[indices].astype(np.int64)
+        return EntityLinks.from_arrays([n for n, u in zip(names, used.tolist(), strict=True) if u], out)
+
     @classmethod
     def from_arrays(cls, names: Sequence[str], arrays: Mapping[str, npt.NDArray[Any]]) -> EntityLinks:
         """Rebuilds the links saved by :meth:`to_arrays`, over the arrays themselves (no copy).

@@ -375,11 +375,14 @@ def test_graph_anchor_search_agrees_with_exact_and_follows_updates(
     beatrix = loaded.kg.node_id("Beatrix Olunde")
     ids, _ = grown.search(loaded.kg.node_matrix[[beatrix]], loaded.kg.node_matrix, 1)
     assert ids[0, 0] == beatrix
-    # a deleted document's relation edges stay indexed but never anchor
+    # a deleted document's edges die, its own nodes lose their names and vectors, and the
+    # anchor indexes are rebuilt without them (no deleted vector stays anywhere)
     dead_before = int((~loaded.kg.live_edges).sum())
     loaded.delete_documents([NEW_DOCS[0].id])
     assert int((~loaded.kg.live_edges).sum()) > dead_before
-    assert loaded.kg.anchor_indexes(2)[1] is grown_edges  # no rebuild for a deletion
+    assert loaded.kg.node_id("Beatrix Olunde") is None
+    assert not loaded.kg.node_matrix[beatrix].any()
+    assert loaded.kg.anchor_indexes(2)[1] is not grown_edges
     hits = loaded.retrieve("Who founded the Harwick Glassworks?", k=4)
     assert hits
     assert NEW_DOCS[0].id not in {r.metadata["doc_id"] for r in hits}

@@ -3,8 +3,9 @@
 Every strategy indexes a small corpus plus one document with a distinctive text, a secret
 metadata value and vectors of its own, saves, deletes it and saves again. Then every byte of
 every file under the index directory is searched for: any 24-character stretch of the
-deleted text, the metadata value, the chunk ids, and the exact bytes of each deleted
-chunk's (or window's) embedding. The same holds when the delete comes from
+deleted text, its invented names in any case (entity lists, vocabularies, graph nodes), the
+metadata value, the chunk ids, and the exact bytes of each deleted chunk's (or window's)
+embedding. The same holds when the delete comes from
 ``bridge-rag index --update`` after the file was removed. Summaries that covered the
 deleted document (Bridge's abstracts, every level) are rewritten from what is left.
 """
@@ -39,12 +40,17 @@ def _windows(text: str) -> set[bytes]:
     return {words[i : i + WINDOW].encode() for i in range(0, len(words) - WINDOW + 1, 7)}
 
 
+#: The deleted text's invented names: an entity list, a vocabulary or a graph node would hold them.
+NAMES = (b"quorvaline", b"draxmuir", b"hollowfen", b"ystrelle", b"marsquill")
+
+
 def _leftovers(root: Path, needles: dict[str, set[bytes]]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for path in _files(root):
         data = path.read_bytes()
         for what, items in needles.items():
-            if any(item in data for item in items):
+            hay = data.lower() if what == "names" else data
+            if any(item in hay for item in items):
                 found.setdefault(what, []).append(str(path.relative_to(root)))
     return found
 
@@ -65,10 +71,11 @@ def test_nothing_of_a_deleted_document_is_left_in_the_index_directory(
         "metadata": {SECRET_VALUE.encode()},
         "ids": {f'"{rag._table.ids[r]}"'.encode() for r in rows},
         "vectors": {np.asarray(rag._table.matrix[r], dtype=np.float32).tobytes() for r in rows},
+        "names": set(NAMES),
     }
     index_dir = tmp_path / case.name
     before = _leftovers(index_dir, needles)
-    assert set(before) == {"text", "metadata", "ids", "vectors"}, before  # the search finds them
+    assert set(before) == {"text", "metadata", "ids", "vectors", "names"}, before  # the search finds them
     assert rag.delete_documents(["secret-doc"]) == len(rows)
     assert _leftovers(index_dir, needles) == {}
     reopened = case.load(tmp_path, embedder=rag.embedder, **case.wiring_kwargs())

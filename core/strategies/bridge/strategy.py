@@ -481,6 +481,7 @@ class BridgeRAG(IndexLifecycle):
                 self._abs_summary[node] = summary
             level = {int(parent[n]) for n in level if parent[n] >= 0}
         self._abs_matrix = matrix
+        self._links = self._links.without_units(~alive)
 
     # ------------------------------------------------------------------ query
     @follows_writer

@@ -129,6 +129,14 @@ class TermStatistics:
             self.df.update(set(words(text)))
             self.documents += 1
 
+    def remove(self, texts: Iterable[str]) -> None:
+        """Uncounts texts counted by :meth:`add` (a word no text holds any more is dropped)."""
+        for text in texts:
+            self.df.subtract(set(words(text)))
+            self.documents = max(0, self.documents - 1)
+        for word in [w for w, c in self.df.items() if c <= 0]:
+            del self.df[word]
+
     def idf(self, word: str) -> float:
         """Smoothed IDF, ``log(1 + N / (1 + df))``."""
         return math.log1p(self.documents / (1 + self.df.get(word, 0)))

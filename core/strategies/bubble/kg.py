@@ -294,16 +294,46 @@ class KnowledgeGraph:
         gone = set(chunks)
         removed = 0
         with self._lock:
+            dead_edges = []
             for e, c in enumerate(self.edge_chunk):
                 if c in gone and self.edge_alive[e]:
                     self.edge_alive[e] = False
+                    dead_edges.append(e)
                     removed += 1
+            touched = []
             for n, rows in enumerate(self.node_chunks):
                 if any(r in gone for r in rows):
                     self.node_chunks[n] = [r for r in rows if r not in gone]
+                    touched.append(n)
+            self._forget(dead_edges, touched)
             self._changed()
             self._mention_version += 1
         return removed
+
+    def _forget(self, dead_edges: list[int], touched: list[int]) -> None:
+        """Blanks what deleted chunks alone held.
+
+        Dead edges lose their relation and vector; nodes no live chunk or edge keeps lose their
+        name and vector; the anchor indexes (which hold vectors) are rebuilt on next use. Node
+        and edge numbers stay.
+        """
+        ends = {n for e, a in enumerate(self.edge_alive) if a for n in (self.edge_head[e], self.edge_tail[e])}
+        orphans = [n for n in touched if not self.node_chunks[n] and n not in ends and self.node_names[n]]
+        if not dead_edges and not orphans:
+            return
+        for e in dead_edges:
+            self.edge_relation[e] = ""
+        edge_matrix = np.array(self.edge_matrix, dtype=np.float32, copy=True)
+        edge_matrix[dead_edges] = 0.0
+        node_matrix = np.array(self.node_matrix, dtype=np.float32, copy=True)
+        for n in orphans:
+            key = normalize_entity(self.node_names[n])
+            if self._node_index.get(key) == n:
+                del self._node_index[key]
+            self.node_names[n] = ""
+        node_matrix[orphans] = 0.0
+        self.node_matrix, self.edge_matrix = node_matrix, edge_matrix
+        self._anchor_indexes = None
 
     def embed_missing(self, embedder: Embedder, *, show_progress: bool = False) -> int:
         """Embeds the nodes and edges added since the last call (duplicate texts once).

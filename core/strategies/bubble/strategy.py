@@ -490,7 +490,10 @@ class BubbleRAG(IndexLifecycle):
         self._require_store(what)
 
     def _forget_rows(self, rows: Sequence[int]) -> None:
+        """Deleted chunks leave the graph, the term counts and the entity links."""
         self.kg.remove_chunks(list(rows))
+        self.terms.remove(self._table.texts[r] for r in rows)
+        self._links = self._links.without_units(~self._table.alive)
         self._count()
 
     def _require_store(self, what: str) -> ChunkStore:

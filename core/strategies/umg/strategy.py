@@ -58,6 +58,7 @@ from core.strategies.common import (
     check_query_vector,
     documents_from_chunks,
     embed_in_batches,
+    fit_mask,
     mask_at,
     normalise_rows,
     row_cosines,
@@ -519,12 +520,28 @@ class UMGRAG(IndexLifecycle):
         return li
 
     def _index_sparse(self) -> None:
+        """BM25 over each granularity's units; a deleted unit is indexed as empty text."""
+        alive = self._table.alive
         for g in tqdm(
             self.config.granularities, desc="BM25 indexes", disable=not self.show_progress, leave=False
         ):
             expert = BM25Expert()
-            expert.index([self._table.texts[u] for u in self._units.by_granularity.get(g, [])])
+            members = self._units.by_granularity.get(g, [])
+            expert.index([self._table.texts[u] if alive[u] else "" for u in members])
             self._bm25[g] = expert
+
+    def _forget_rows(self, rows: Sequence[int]) -> None:
+        """Deleted windows leave BM25's vocabulary, the SPLADE matrix and the entity links."""
+        self._index_sparse()
+        alive = self._table.alive
+        if self.splade is not None and self.splade.matrix is not None:
+            from scipy import sparse
+
+            keep = sparse.diags(fit_mask(alive, self.splade.matrix.shape[0]).astype(np.float32))
+            self.splade.matrix = (keep @ self.splade.matrix).tocsr()
+            self.splade.matrix.eliminate_zeros()
+        if self._link_rows:
+            self._links = self._links.without_units(~alive[np.asarray(self._link_rows, dtype=np.int64)])
 
     # ------------------------------------------------------------------ query
     @follows_writer
