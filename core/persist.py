@@ -84,19 +84,6 @@ MAPPED_SUFFIXES = (".npy", ".faiss")
 FileData = bytes | memoryview
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Writes ``data`` to ``path`` atomically.
 
@@ -127,7 +114,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(parent)
+    _fsync_path(parent)
 
 
 def read_bytes(path: str | os.PathLike[str], what: str = "file") -> bytes:
@@ -371,6 +358,7 @@ def _read_current(root: Path) -> str | None:
 
 
 def _fsync_path(path: Path) -> None:
+    """Flushes a file or directory to disk (where the platform allows directory fds)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:  # pragma: no cover - platforms without directory fds

@@ -114,3 +114,34 @@ def test_bridge_abstracts_of_every_level_forget_a_deleted_document() -> None:
     rag.delete_documents(["secret-doc"])
     assert mentions() == {}
     assert rag.retrieve("Who founded the Quellmoor Guild?", k=3)
+
+
+def test_a_file_removed_before_update_leaves_nothing_in_the_index(case: StrategyCase, tmp_path: Path) -> None:
+    """``bridge-rag index --update`` after a file is removed: the same search finds nothing."""
+    import subprocess
+    import sys
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "keep.md").write_text("# Arvel Dalmor\n\nArvel Dalmor founded the Quellmoor Guild in 1801.\n")
+    (docs / "secret.md").write_text(SECRET_TEXT + "\n")
+    index = tmp_path / "index"
+
+    def run(*more: str) -> None:
+        argv = ["index", str(docs), "--index", str(index), "--no-progress", *more]
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.reliability.update_killer", "none", "--", *argv],
+            cwd=Path(__file__).resolve().parents[2],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+
+    run("--strategy", case.name)
+    needles = {"text": _windows(SECRET_TEXT), "names": set(NAMES)}
+    saved = index / case.name
+    assert set(_leftovers(saved, needles)) == {"text", "names"}
+    (docs / "secret.md").unlink()
+    run("--update")
+    assert _leftovers(saved, needles) == {}

@@ -46,16 +46,17 @@ def _after(stage: str, wanted: str, call: int, fn: Callable[..., Any]) -> Callab
 def _offline_models() -> None:
     """The fake embedder and rule-based entities wherever the CLI would load a model."""
     from core.entities import RuleBasedEntityExtractor
+    from core.strategies import lifecycle
     from core.strategies.bridge import strategy as bridge
     from core.strategies.bubble import strategy as bubble
     from core.strategies.umg import strategy as umg
     from tests.reliability.cases import wiring_embedder
 
-    for module in (bridge, umg, bubble):
+    for module in (bridge, umg, bubble, lifecycle):
         original = module.as_embedder
-        module.as_embedder = lambda e, _o=original: _o(e if e is not None else wiring_embedder())  # type: ignore[attr-defined]
-    bridge.default_entity_extractor = RuleBasedEntityExtractor  # type: ignore[attr-defined]
-    umg.default_entity_extractor = RuleBasedEntityExtractor  # type: ignore[attr-defined]
+        module.as_embedder = lambda e, _o=original: _o(e if e is not None else wiring_embedder())
+    for module in (bridge, umg):
+        module.default_entity_extractor = RuleBasedEntityExtractor
 
 
 def main(argv: list[str]) -> int:
@@ -66,9 +67,7 @@ def main(argv: list[str]) -> int:
     _offline_models()
     from core import cli, indexing
     from core.store import ChunkStore
-    from core.strategies.bridge import strategy as bridge
-    from core.strategies.bubble import strategy as bubble
-    from core.strategies.umg import strategy as umg
+    from core.strategies import lifecycle
 
     writes = [0]
     write_sources = indexing.write_sources
@@ -82,21 +81,20 @@ def main(argv: list[str]) -> int:
             _die()
         return result
 
-    indexing.write_sources = record  # type: ignore[assignment]
-    ChunkStore.delete = _after(stage, "chroma-delete", 1, ChunkStore.delete)  # type: ignore[method-assign]
-    ChunkStore.add = _after(stage, "chroma-add", 1, ChunkStore.add)  # type: ignore[method-assign]
+    indexing.write_sources = record
+    ChunkStore.delete = _after(stage, "chroma-delete", 1, ChunkStore.delete)
+    ChunkStore.add = _after(stage, "chroma-add", 1, ChunkStore.add)
     saves: list[int] = [0]
-    for module in (bridge, umg, bubble):
-        original = module.save_index
+    original = lifecycle.save_index
 
-        def save(*a: Any, _o: Callable[..., Any] = original, **k: Any) -> Any:
-            result = _o(*a, **k)
-            saves[0] += 1
-            if (stage == "delete-saved" and saves[0] == 1) or (stage == "add-saved" and saves[0] == 2):
-                _die()
-            return result
+    def save(*a: Any, **k: Any) -> Any:
+        result = original(*a, **k)
+        saves[0] += 1
+        if (stage == "delete-saved" and saves[0] == 1) or (stage == "add-saved" and saves[0] == 2):
+            _die()
+        return result
 
-        module.save_index = save  # type: ignore[attr-defined]
+    lifecycle.save_index = save
     return cli.main(args)
 
 
