@@ -47,22 +47,27 @@ def _write_out(path: str | None, text: str) -> None:
         print(f"\nwrote {path}")
 
 
+def _report(out: str | None, report: str, json_text: str, heading: str = "") -> int:
+    """Prints a benchmark's heading and report, writes its JSON to ``--out``; the exit code."""
+    if heading:
+        print(f"\n{heading}\n")
+    print(report)
+    _write_out(out, json_text)
+    return 0
+
+
 def _cmd_bench_filter(args: argparse.Namespace) -> int:
     from core.evaluation.filter_benchmark import format_table, rows_to_json, run_filter_benchmark
 
     rows = run_filter_benchmark(args.sizes, seed=args.seed)
-    print(format_table(rows))
-    _write_out(args.out, rows_to_json(rows))
-    return 0
+    return _report(args.out, format_table(rows), rows_to_json(rows))
 
 
 def _cmd_bench_filtered(args: argparse.Namespace) -> int:
     from core.evaluation.filtered_bench import filtered_json, format_filtered, run_filtered_benchmark
 
     rows = run_filtered_benchmark(args.datasets, strategies=args.strategies, k=args.k, seed=args.seed)
-    print(format_filtered(rows))
-    _write_out(args.out, filtered_json(rows))
-    return 0
+    return _report(args.out, format_filtered(rows), filtered_json(rows))
 
 
 def _strategy_names(text: str) -> list[str]:
@@ -210,10 +215,8 @@ def _cmd_bench_scale(args: argparse.Namespace) -> int:
     from core.evaluation.scale import run_scale_benchmark, to_json
 
     out = run_scale_benchmark(args.chunks, queries=args.queries, seed=args.seed)
-    print(f"\nBridge-RAG over synthetic corpora (seed {out['seed']}, embedder {out['embedder']})\n")
-    print(out["report"])
-    _write_out(args.out, to_json(out))
-    return 0
+    heading = f"Bridge-RAG over synthetic corpora (seed {out['seed']}, embedder {out['embedder']})"
+    return _report(args.out, out["report"], to_json(out), heading)
 
 
 def _cmd_bench_workers(args: argparse.Namespace) -> int:
@@ -222,10 +225,8 @@ def _cmd_bench_workers(args: argparse.Namespace) -> int:
     out = run_workers_benchmark(
         args.chunks, workers=args.workers, queries=args.queries, index=args.index, seed=args.seed
     )
-    print(f"\nBridge-RAG query workers over one index (seed {out['seed']}, embedder {out['embedder']})\n")
-    print(out["report"])
-    _write_out(args.out, workers_json(out))
-    return 0
+    heading = f"Bridge-RAG query workers over one index (seed {out['seed']}, embedder {out['embedder']})"
+    return _report(args.out, out["report"], workers_json(out), heading)
 
 
 def _cmd_bench_reliability(args: argparse.Namespace) -> int:
@@ -237,10 +238,7 @@ def _cmd_bench_reliability(args: argparse.Namespace) -> int:
         strategies=args.strategies,
         embed_queries=args.embed_queries,
     )
-    print()
-    print(out["report"])
-    _write_out(args.out, to_json(out))
-    return 0
+    return _report(args.out, out["report"], to_json(out))
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
