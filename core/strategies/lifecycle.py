@@ -29,7 +29,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from core.embed import Embedder, as_embedder
 from core.filters import MetadataFilter, parse_filter
@@ -37,6 +37,7 @@ from core.persist import FileData, save_index
 from core.store import ChunkStore
 from core.strategies.base import check_doc_ids
 from core.strategies.common import check_embedder, default_store, jsonable, open_index, store_from_meta
+from core.strategies.config import StrategyConfig
 from core.strategies.follow import Follows
 from core.strategies.table import ChunkTable
 from core.types import Document
@@ -62,6 +63,8 @@ class IndexLifecycle(Follows):
     index_version: ClassVar[int]
     #: Chroma collection of an index whose manifest names none.
     default_collection: ClassVar[str]
+    #: The settings class (its ``from_dict`` reads a manifest's ``config``).
+    config_type: ClassVar[type[StrategyConfig]]
 
     store: Any
     embedder: Embedder
@@ -248,8 +251,13 @@ class IndexLifecycle(Follows):
         files: Mapping[str, FileData],
         **options: Any,
     ) -> L:
-        """A new, empty strategy with the saved settings (``_restore`` fills it from ``files``)."""
-        raise NotImplementedError  # pragma: no cover
+        """A new, empty strategy with the saved settings (``_restore`` fills it from ``files``).
+
+        ``options`` are the strategy's constructor arguments (its models).
+        """
+        config = cls.config_type.from_dict(meta.get("config", {}))
+        strategy: L = cast(Any, cls)(store, embedder, config=config, **options)
+        return strategy
 
     def _restore(self, files: Mapping[str, FileData]) -> None:
         """Rebuilds the strategy's structures from its saved files."""

@@ -232,6 +232,7 @@ class BridgeRAG(IndexLifecycle):
     label: ClassVar[str] = "Bridge-RAG"
     index_version: ClassVar[int] = INDEX_VERSION
     default_collection: ClassVar[str] = "bridge_rag"
+    config_type: ClassVar[type[StrategyConfig]] = BridgeConfig
     provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS | {
         "cosine",
         "entity_score",
@@ -747,20 +748,6 @@ class BridgeRAG(IndexLifecycle):
         """
         options = {"entity_extractor": entity_extractor, "llm": llm}
         return cls._load_saved(path, store, embedder, refresh_interval, memory_map, options)
-
-    @classmethod
-    def _from_saved(
-        cls,
-        store: ChunkStore | None,
-        embedder: Embedder,
-        meta: Mapping[str, Any],
-        files: Mapping[str, FileData],
-        **options: Any,
-    ) -> BridgeRAG:
-        if store is None:
-            raise ValueError("the index names no Chroma collection; pass store=ChunkStore(...)")
-        config = BridgeConfig.from_dict(meta.get("config", {}))
-        return cls(store, embedder, config=config, **options)
 
     def _reload_options(self) -> dict[str, Any]:
         return {"entity_extractor": self.entity_extractor, "llm": self.llm}

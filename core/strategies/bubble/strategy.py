@@ -244,6 +244,7 @@ class BubbleRAG(IndexLifecycle):
     label: ClassVar[str] = "BubbleRAG"
     index_version: ClassVar[int] = INDEX_VERSION
     default_collection: ClassVar[str] = "bubble_rag"
+    config_type: ClassVar[type[StrategyConfig]] = BubbleConfig
     store: ChunkStore | None
     config: BubbleConfig
     provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS | {
@@ -1138,17 +1139,6 @@ class BubbleRAG(IndexLifecycle):
         """
         options = {"llm": llm, "triple_extractor": triple_extractor}
         return cls._load_saved(path, store, embedder, refresh_interval, memory_map, options)
-
-    @classmethod
-    def _from_saved(
-        cls,
-        store: ChunkStore | None,
-        embedder: Embedder,
-        meta: Mapping[str, Any],
-        files: Mapping[str, FileData],
-        **options: Any,
-    ) -> BubbleRAG:
-        return cls(store, embedder, config=BubbleConfig.from_dict(meta.get("config", {})), **options)
 
     def _reload_options(self) -> dict[str, Any]:
         return {"llm": self.llm, "triple_extractor": self._triple_extractor}

@@ -38,6 +38,10 @@ def _top(scores: npt.NDArray[Any], n: int) -> Hits:
     return order.astype(np.int64), scores[order]
 
 
+#: The one token of a text in a corpus without words (not a word: no query tokenizes to it).
+_NO_WORD = "\u2400"
+
+
 class BM25Expert:
     """BM25 over a list of texts, through bm25s (Lucene variant, English stopwords).
 
@@ -63,9 +67,16 @@ class BM25Expert:
         return [list(t) for t in out]
 
     def index(self, texts: Sequence[str]) -> None:
-        """Indexes ``texts`` (their positions are the ids :meth:`search` returns)."""
+        """Indexes ``texts`` (their positions are the ids :meth:`search` returns).
+
+        When no text has a word (every unit deleted, say), each gets one placeholder token
+        that no query can produce (bm25s cannot index a corpus of empty documents).
+        """
         model = self._bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
-        model.index(self._tokens(texts), show_progress=False)
+        tokens = self._tokens(texts)
+        if texts and not any(tokens):
+            tokens = [[_NO_WORD] for _ in texts]
+        model.index(tokens, show_progress=False)
         self.model, self.size = model, len(texts)
 
     def search(self, query: str, n: int, allowed: npt.NDArray[np.bool_] | None = None) -> Hits:

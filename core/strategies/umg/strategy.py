@@ -163,6 +163,7 @@ class UMGRAG(IndexLifecycle):
     label: ClassVar[str] = "UMG-RAG"
     index_version: ClassVar[int] = INDEX_VERSION
     default_collection: ClassVar[str] = "umg_rag"
+    config_type: ClassVar[type[StrategyConfig]] = UMGConfig
     provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS | {
         "sent_start",
         "sent_end",
@@ -895,18 +896,12 @@ class UMGRAG(IndexLifecycle):
         files: Mapping[str, FileData],
         **options: Any,
     ) -> UMGRAG:
-        if store is None:
-            raise ValueError("the index names no Chroma collection; pass store=ChunkStore(...)")
         splade = options.get("splade")
-        has_splade = any(n.startswith("splade.") for n in files)
-        if has_splade and splade is None:
-            splade = meta.get("splade") or True
-        rag = cls(
-            store,
-            embedder,
-            config=UMGConfig.from_dict(meta.get("config", {})),
-            splade=_as_splade(splade if has_splade else None),
-        )
+        if not any(n.startswith("splade.") for n in files):
+            splade = None  # an index without a SPLADE expert never loads the model
+        elif splade is None:
+            splade = meta.get("splade") or True  # the model recorded at build time
+        rag = super()._from_saved(store, embedder, meta, files, splade=_as_splade(splade))
         rag._from_store = bool(meta.get("from_store", False))
         return rag
 
