@@ -513,26 +513,26 @@ def save_index(
         raise
     _fsync_path(root)
     atomic_write_bytes(root / CURRENT, f"{final.name}\n".encode())
-    _prune(root, keep_current=final.name, keep_previous=previous, keep_others=keep_previous)
+    _prune(root, keep_current=final.name, keep_previous=previous, keep=_KEEP if keep_previous else 1)
     return final
 
 
-def _prune(root: Path, *, keep_current: str, keep_previous: str | None, keep_others: bool = True) -> None:
-    """Deletes old generations and the debris of crashed saves.
+def _prune(root: Path, *, keep_current: str, keep_previous: str | None, keep: int = _KEEP) -> None:
+    """Deletes old generations and the debris of crashed saves, keeping ``keep`` generations.
 
-    Without ``keep_others`` every generation but the current one goes.
+    The current one is always kept, then the previous current one, then the newest others.
     """
     generations = [p for _, p in _generations(root)]
-    keep = {keep_current}
-    if keep_others and keep_previous is not None and (root / keep_previous).is_dir():
-        keep.add(keep_previous)
+    kept = {keep_current}
+    if keep > 1 and keep_previous is not None and (root / keep_previous).is_dir():
+        kept.add(keep_previous)
     for candidate in reversed(generations):  # without a usable previous one, keep the newest others
-        if len(keep) >= _KEEP or not keep_others:
+        if len(kept) >= keep:
             break
-        keep.add(candidate.name)
+        kept.add(candidate.name)
     for entry in root.iterdir():
         stale_tmp = _TMP_RE.fullmatch(entry.name) is not None or entry.name.startswith(f".{CURRENT}.tmp-")
-        stale_gen = _GEN_RE.fullmatch(entry.name) is not None and entry.name not in keep
+        stale_gen = _GEN_RE.fullmatch(entry.name) is not None and entry.name not in kept
         if stale_tmp or stale_gen:
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)

@@ -875,11 +875,10 @@ class ChunkStore:
         stored = self.dimension()
         if stored is not None and stored != matrix.shape[1]:
             raise ValueError(f"embedding dimension {matrix.shape[1]} differs from the collection's {stored}")
+        existing = self.existing(id_list)
+        if existing:
+            raise ValueError(f"ids already in the collection (delete them first): {_shown(existing)}")
         spans = _batches(n, self._batch_size())
-        for start, end in spans:
-            existing = self.collection.get(ids=id_list[start:end], include=[])["ids"]
-            if existing:
-                raise ValueError(f"ids already in the collection (delete them first): {_shown(existing)}")
         clean = [sanitize_metadata(m) or None for m in metadatas]
         with tqdm(total=n, desc="storing chunks", unit="chunk", disable=not show_progress) as bar:
             for start, end in spans:

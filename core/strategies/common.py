@@ -399,6 +399,11 @@ def _groups(ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]) -
     return {order[first]: groups[order[first]] for first in sorted(order)}
 
 
+def collection_order(ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]) -> list[int]:
+    """Stored items grouped by document (:func:`document_groups`), each document in chunk order."""
+    return [i for rows in document_groups(ids, metadatas).values() for i in rows]
+
+
 def document_groups(
     ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]
 ) -> dict[str, list[int]]:
@@ -409,18 +414,6 @@ def document_groups(
     (LangChain splitters' ``add_start_index``) on the same condition, else the collection's
     own order (see :func:`_position_key`).
     """
-    return _ordered_groups(ids, metadatas)
-
-
-def collection_order(ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]) -> list[int]:
-    """Stored items grouped by document (:func:`document_groups`), each document in chunk order."""
-    return [i for rows in _ordered_groups(ids, metadatas).values() for i in rows]
-
-
-def _ordered_groups(
-    ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]
-) -> dict[str, list[int]]:
-    """Row indices per document (first appearance), each document's rows in chunk order."""
     groups = _groups(ids, metadatas)
     for doc, rows in groups.items():
         metas = [metadatas[i] or {} for i in rows]
@@ -450,7 +443,7 @@ def documents_from_chunks(
     collection's order, which need not be the text's.
     """
     docs: list[Document] = []
-    for doc_id, rows in _ordered_groups(ids, metadatas).items():
+    for doc_id, rows in document_groups(ids, metadatas).items():
         metas = [public_metadata(metadatas[i]) for i in rows]
         if _distinct_ints(metas, "start_index"):
             text = _join_by_offsets(

@@ -232,7 +232,9 @@ class Follows:
 
     def _gate(self) -> _Gate:
         """The gate between this object's queries and its changes (made on first use)."""
-        gate: _Gate = self.__dict__.setdefault("_query_gate", _Gate())  # setdefault is atomic
+        gate: _Gate | None = self.__dict__.get("_query_gate")
+        if gate is None:  # first use: setdefault is atomic, so racing threads share one gate
+            gate = self.__dict__.setdefault("_query_gate", _Gate())
         return gate
 
     @contextmanager

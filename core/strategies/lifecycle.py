@@ -303,7 +303,9 @@ class IndexLifecycle(Follows):
     @contextmanager
     def _writing(self) -> Iterator[None]:
         """One change at a time on this object (threads calling add / delete together)."""
-        mutex: threading.RLock = self.__dict__.setdefault("_write_mutex", threading.RLock())
+        mutex: threading.RLock | None = self.__dict__.get("_write_mutex")
+        if mutex is None:  # first use: setdefault is atomic, so racing threads share one mutex
+            mutex = self.__dict__.setdefault("_write_mutex", threading.RLock())
         with mutex:
             yield
 

@@ -157,12 +157,6 @@ class ChunkTable:
         self.alive = np.concatenate([self.alive, np.ones(len(rows), dtype=bool)])
         return base
 
-    def remove_documents(self, doc_ids: Iterable[str]) -> list[int]:
-        """Marks every row of the documents dead; returns those rows (sorted, unknown ids ignored)."""
-        rows = self.rows_of(dict.fromkeys(str(d) for d in doc_ids))
-        self.remove_rows(rows)
-        return rows
-
     def remove_rows(self, rows: Sequence[int]) -> None:
         """Marks rows dead (a document keeps its other rows)."""
         if not rows:
@@ -171,9 +165,9 @@ class ChunkTable:
         alive[list(rows)] = False
         self.alive = alive
         for r in rows:
-            doc = self.rows.doc_ids[r]
             self.id_to_row.pop(self.rows.ids[r], None)
-            left = [x for x in self.doc_rows.get(doc, []) if x != r]
+        for doc in {self.rows.doc_ids[r] for r in rows}:
+            left = [x for x in self.doc_rows.get(doc, []) if alive[x]]
             if left:
                 self.doc_rows[doc] = left
             else:
@@ -235,8 +229,9 @@ class ChunkTable:
         """
         ids, doc_ids = self.rows.ids, self.rows.doc_ids
         if self.has_dead_rows:
-            ids = [x if a else "" for x, a in zip(ids, self.alive.tolist(), strict=True)]
-            doc_ids = [x if a else "" for x, a in zip(doc_ids, self.alive.tolist(), strict=True)]
+            alive = self.alive.tolist()
+            ids = [x if a else "" for x, a in zip(ids, alive, strict=True)]
+            doc_ids = [x if a else "" for x, a in zip(doc_ids, alive, strict=True)]
         return {"ids": ids, "doc_ids": doc_ids, "alive": self.alive.astype(int).tolist()}
 
     def to_files(self) -> dict[str, bytes]:

@@ -797,9 +797,7 @@ class BridgeRAG(IndexLifecycle):
                     ents = list(dict.fromkeys(x for i in range(s, e) for x in chunk_entities[i]))
                     abs_entities.append(ents)
                     abs_summaries.append(writer.write(rows.texts[s:e]))
-                    c = embeddings[s:e].astype(np.float64).mean(axis=0)
-                    norm = float(np.linalg.norm(c))
-                    abs_vectors[j] = c / norm if norm > 0 else c
+                    abs_vectors[j] = _unit_mean(embeddings[s:e])
                     row_abstract[s:e] = first_abs + j
                     weights[j] = e - s
         # Append rows and level-0 nodes: queries wait meanwhile and never see half of it.
@@ -1199,11 +1197,8 @@ class BridgeRAG(IndexLifecycle):
                 seen.append(a)
         if allowed is not None:
             live = self._table.alive
-            seen = [
-                a
-                for a in seen
-                if not np.any(live & ~fit_mask(allowed, live.shape[0]) & (self._row_abstract == a))
-            ]
+            excluded = set(self._row_abstract[live & ~fit_mask(allowed, live.shape[0])].tolist())
+            seen = [a for a in seen if a not in excluded]
         out = []
         for a in seen:
             cos = float(self._abs_matrix[a] @ query_vector) / max(float(np.linalg.norm(query_vector)), 1e-12)

@@ -304,6 +304,9 @@ class UMGRAG(IndexLifecycle):
         the rebuilt text; chunks without order metadata follow the collection's order; a
         document's metadata is what all its chunks agree on.
 
+        A filter on a position key (``start_index``, ...) is refused by the strategy built here:
+        a window spans several chunks, so it cannot honour one.
+
         Args:
             store: The collection to read (wrap a chromadb Collection with ``ChunkStore(c)``).
             embedder: The embedder of the stored vectors (checked by dimension), used for the
@@ -318,9 +321,6 @@ class UMGRAG(IndexLifecycle):
 
         Returns:
             The built strategy.
-
-        A filter on a position key (``start_index``, ...) is refused by the strategy built here:
-        a window spans several chunks, so it cannot honour one.
 
         Raises:
             ValueError: The collection is empty or holds no text, its dimension differs from
