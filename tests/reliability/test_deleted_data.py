@@ -118,8 +118,7 @@ def test_bridge_abstracts_of_every_level_forget_a_deleted_document() -> None:
 
 def test_a_file_removed_before_update_leaves_nothing_in_the_index(case: StrategyCase, tmp_path: Path) -> None:
     """``bridge-rag index --update`` after a file is removed: the same search finds nothing."""
-    import subprocess
-    import sys
+    from tests.reliability.update_killer import run_index
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -128,14 +127,7 @@ def test_a_file_removed_before_update_leaves_nothing_in_the_index(case: Strategy
     index = tmp_path / "index"
 
     def run(*more: str) -> None:
-        argv = ["index", str(docs), "--index", str(index), "--no-progress", *more]
-        done = subprocess.run(
-            [sys.executable, "-m", "tests.reliability.update_killer", "none", "--", *argv],
-            cwd=Path(__file__).resolve().parents[2],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        done = run_index("none", docs, index, *more)
         assert done.returncode == 0, done.stderr[-2000:]
 
     run("--strategy", case.name)

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import shutil
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.reliability.update_killer import STAGES
+from tests.reliability.update_killer import STAGES, run_index
 
-REPO = Path(__file__).resolve().parents[2]
 STRATEGIES = ("bridge", "umg", "bubble")
 FILES = {
     "a.md": "# Arvel Dalmor\n\nArvel Dalmor founded the Quellmoor Guild in 1801. The guild traded salt.\n",
@@ -35,20 +32,6 @@ CHANGES = {
     "c.txt": None,
     "e.md": "# Dalmor Arvelson\n\nDalmor Arvelson, the son of Arvel Dalmor, led the Quellmoor Guild.\n",
 }
-
-
-def _index(docs: Path, index: Path, *more: str) -> tuple[str, ...]:
-    return ("index", str(docs), "--index", str(index), "--no-progress", *more)
-
-
-def _run(stage: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tests.reliability.update_killer", stage, "--", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 def _write(folder: Path, files: dict[str, str | None]) -> None:
@@ -81,37 +64,23 @@ def _contents(index: Path) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
         rag.store.close()
 
 
+def _build(folder: Path, name: str) -> None:
+    """``bridge-rag index folder/docs --index folder/index --strategy name``, which must succeed."""
+    done = run_index("none", folder / "docs", folder / "index", "--strategy", name)
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.fixture(scope="module", params=STRATEGIES)
 def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Any]:
     """``(strategy, base)``: the folder and its index before the change, and a clean build after."""
     name: str = request.param
     base = tmp_path_factory.mktemp(f"kill-{name}")
     _write(base / "docs", FILES)
-    done = _run(
-        "none",
-        "index",
-        str(base / "docs"),
-        "--index",
-        str(base / "index"),
-        "--strategy",
-        name,
-        "--no-progress",
-    )
-    assert done.returncode == 0, done.stderr
+    _build(base, name)
     clean = base / "clean"
     shutil.copytree(base / "docs", clean / "docs")
     _write(clean / "docs", CHANGES)
-    done = _run(
-        "none",
-        "index",
-        str(clean / "docs"),
-        "--index",
-        str(clean / "index"),
-        "--strategy",
-        name,
-        "--no-progress",
-    )
-    assert done.returncode == 0, done.stderr
+    _build(clean, name)
     return name, base, _contents(clean / "index")
 
 
@@ -121,17 +90,9 @@ def test_the_next_update_repairs_a_sigkill(built: tuple[str, Path, Any], stage: 
     shutil.copytree(base / "docs", tmp_path / "docs")
     shutil.copytree(base / "index", tmp_path / "index")
     _write(tmp_path / "docs", CHANGES)
-    update = (
-        "index",
-        str(tmp_path / "docs"),
-        "--index",
-        str(tmp_path / "index"),
-        "--update",
-        "--no-progress",
-    )
-    killed = _run(stage, *update)
+    killed = run_index(stage, tmp_path / "docs", tmp_path / "index", "--update")
     assert killed.returncode == -signal.SIGKILL, (killed.returncode, killed.stderr[-2000:])
-    repaired = _run("none", *update)
+    repaired = run_index("none", tmp_path / "docs", tmp_path / "index", "--update")
     assert repaired.returncode == 0, repaired.stderr[-2000:]
     rows, chroma = _contents(tmp_path / "index")
     assert rows == expected[0]

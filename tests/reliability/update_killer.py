@@ -16,11 +16,26 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 STAGES = ("journal", "chroma-delete", "delete-saved", "chroma-add", "add-saved", "record")
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def run_index(stage: str, docs: Path, index: Path, *more: str) -> subprocess.CompletedProcess[str]:
+    """``bridge-rag index DOCS --index INDEX --no-progress MORE...`` in a new process killed at ``stage``."""
+    argv = ["index", str(docs), "--index", str(index), "--no-progress", *more]
+    return subprocess.run(
+        [sys.executable, "-m", "tests.reliability.update_killer", stage, "--", *argv],
+        cwd=_REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _die() -> None:
