@@ -182,16 +182,23 @@ def parse_filter(where: Mapping[str, Any] | MetadataFilter | None) -> MetadataFi
     return MetadataFilter(root=root, where=canonical, fields=frozenset(fields))
 
 
+def _only_item(where: Mapping[Any, Any], rule: str, hint: str) -> tuple[Any, Any]:
+    """The one (key, value) of ``where``; else a FilterError: ``rule``, the keys found, ``hint``."""
+    if len(where) != 1:
+        keys = ", ".join(repr(k) for k in where) or "none"
+        raise FilterError(f"{rule}, got {keys}; {hint}")
+    ((key, value),) = where.items()
+    return key, value
+
+
 def _parse(where: Any, fields: set[str], path: str) -> tuple[_Node, dict[str, Any]]:
     if not isinstance(where, Mapping):
         raise FilterError(f"{path} must be a dict, got {type(where).__name__} ({where!r}); {_HINT}")
-    if len(where) != 1:
-        keys = ", ".join(repr(k) for k in where) or "none"
-        raise FilterError(
-            f"{path} must have exactly one key, got {keys}; combine several conditions with "
-            "{'$and': [{...}, {...}]} (Chroma's rule)"
-        )
-    ((key, value),) = where.items()
+    key, value = _only_item(
+        where,
+        f"{path} must have exactly one key",
+        "combine several conditions with {'$and': [{...}, {...}]} (Chroma's rule)",
+    )
     if not isinstance(key, str):
         raise FilterError(f"{path} has a non-string key {key!r}; field names are strings")
     if key in LOGICAL_OPERATORS:
@@ -209,13 +216,11 @@ def _parse(where: Any, fields: set[str], path: str) -> tuple[_Node, dict[str, An
         )
     fields.add(key)
     if isinstance(value, Mapping):
-        if len(value) != 1:
-            ops = ", ".join(repr(k) for k in value) or "none"
-            raise FilterError(
-                f"{path}: the condition on {key!r} must have exactly one operator, got {ops}; "
-                "combine several with $and"
-            )
-        ((op, operand),) = value.items()
+        op, operand = _only_item(
+            value,
+            f"{path}: the condition on {key!r} must have exactly one operator",
+            "combine several with $and",
+        )
     else:
         op, operand = "$eq", value
     if op not in COMPARISON_OPERATORS:

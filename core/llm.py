@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 __all__ = [
     "LLM",
@@ -86,72 +86,60 @@ def _require_method(obj: Any, method: str, what: str) -> None:
         raise TypeError(f"expected {what} with a callable {method}(); got {type(obj).__name__}")
 
 
-class LangChainLLM:
+class _FrameworkLLM:
+    """Wraps a framework's model: ``complete(prompt)`` calls its ``method`` and returns the text.
+
+    Attributes:
+        model: The wrapped model.
+    """
+
+    #: The model's method that answers a prompt, and what the model is (for the error).
+    method: ClassVar[str]
+    kind: ClassVar[str]
+
+    def __init__(self, model: Any) -> None:
+        """Wraps ``model``.
+
+        Raises:
+            TypeError: If ``model`` has no callable ``method``.
+        """
+        _require_method(model, self.method, self.kind)
+        self.model = model
+
+    def complete(self, prompt: str) -> str:
+        """Calls the model's ``method(prompt)`` and returns the answer's text.
+
+        Returns:
+            The text: a str, a message's ``.content`` (content-block lists: the text blocks
+            joined together) or a response's ``.text``.
+
+        Raises:
+            TypeError: If the result carries no text.
+        """
+        answer = getattr(self.model, self.method)(prompt)
+        return _text_of(answer, f"{type(self.model).__name__}.{self.method}")
+
+
+class LangChainLLM(_FrameworkLLM):
     """Wraps a LangChain LLM or chat model (anything with ``invoke``).
 
     Attributes:
-        model: The wrapped model.
+        model: The wrapped model: ``invoke(prompt)`` returns a str or a message with ``.content``.
     """
 
-    def __init__(self, model: Any) -> None:
-        """Wraps ``model``.
-
-        Args:
-            model: An object whose ``invoke(prompt)`` returns a str or a message with ``.content``.
-
-        Raises:
-            TypeError: If ``model`` has no ``invoke`` method.
-        """
-        _require_method(model, "invoke", "a LangChain model")
-        self.model = model
-
-    def complete(self, prompt: str) -> str:
-        """Calls ``model.invoke(prompt)`` and returns the answer's text.
-
-        Args:
-            prompt: The full prompt.
-
-        Returns:
-            The text; for content-block lists, the text blocks joined together.
-
-        Raises:
-            TypeError: If the result carries no text.
-        """
-        return _text_of(self.model.invoke(prompt), f"{type(self.model).__name__}.invoke")
+    method: ClassVar[str] = "invoke"
+    kind: ClassVar[str] = "a LangChain model"
 
 
-class LlamaIndexLLM:
+class LlamaIndexLLM(_FrameworkLLM):
     """Wraps a LlamaIndex LLM (``complete(prompt).text``).
 
     Attributes:
-        model: The wrapped model.
+        model: The wrapped model: ``complete(prompt)`` returns a response with ``.text``.
     """
 
-    def __init__(self, model: Any) -> None:
-        """Wraps ``model``.
-
-        Args:
-            model: An object whose ``complete(prompt)`` returns a response with ``.text``.
-
-        Raises:
-            TypeError: If ``model`` has no ``complete`` method.
-        """
-        _require_method(model, "complete", "a LlamaIndex LLM")
-        self.model = model
-
-    def complete(self, prompt: str) -> str:
-        """Calls ``model.complete(prompt)`` and returns the response's text.
-
-        Args:
-            prompt: The full prompt.
-
-        Returns:
-            The response text.
-
-        Raises:
-            TypeError: If the result carries no text.
-        """
-        return _text_of(self.model.complete(prompt), f"{type(self.model).__name__}.complete")
+    method: ClassVar[str] = "complete"
+    kind: ClassVar[str] = "a LlamaIndex LLM"
 
 
 class CallableLLM:

@@ -421,6 +421,13 @@ def title_entities(title: str) -> list[str]:
     return [n for n in dict.fromkeys(names) if n]
 
 
+def _ngram_words(text: str, max_n: int) -> list[str]:
+    """The normalised words n-grams of up to ``max_n`` words are cut from (``max_n`` checked)."""
+    if max_n < 1:
+        raise ValueError(f"max_n must be >= 1, got {max_n}")
+    return _normalize(text).split()
+
+
 def query_ngrams(text: str, max_n: int = 4) -> list[str]:
     """All word n-grams of a normalised query, for probing an entity filter.
 
@@ -438,9 +445,7 @@ def query_ngrams(text: str, max_n: int = 4) -> list[str]:
     Raises:
         ValueError: If ``max_n < 1``.
     """
-    if max_n < 1:
-        raise ValueError(f"max_n must be >= 1, got {max_n}")
-    words = _normalize(text).split()
+    words = _ngram_words(text, max_n)
     grams: dict[str, None] = {}
     for n in range(min(max_n, len(words)), 0, -1):
         for i in range(len(words) - n + 1):
@@ -467,9 +472,7 @@ def longest_names(text: str, is_name: Callable[[str], bool], max_n: int = 8) -> 
     Raises:
         ValueError: If ``max_n < 1``.
     """
-    if max_n < 1:
-        raise ValueError(f"max_n must be >= 1, got {max_n}")
-    words = _normalize(text).split()
+    words = _ngram_words(text, max_n)
     found: dict[str, None] = {}
     i = 0
     while i < len(words):

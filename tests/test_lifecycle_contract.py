@@ -104,3 +104,30 @@ def test_registry_names_every_strategy() -> None:
         register_strategy(BridgeRAG)
     with pytest.raises(TypeError, match="does not meet the Strategy contract"):
         register_strategy(object)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("cls", STRATEGIES, ids=lambda c: c.name)
+def test_builds_and_loads_sort_models_from_settings(cls: type[Any], st_embedder: Any, tmp_path: Any) -> None:
+    """One base builds and loads every strategy: its models pass on, other keywords are settings."""
+    with pytest.raises(TypeError, match=f"unknown {cls.label} setting"):
+        cls.from_documents(DOCS, embedder=st_embedder, store=ChunkStore.ephemeral("lc-x"), no_such_setting=1)
+    strategy = cls.from_documents(
+        DOCS, embedder=st_embedder, persist_directory=tmp_path, show_progress=False, k=3
+    )
+    assert strategy.config.k == 3
+    assert strategy.default_k == 3
+    with pytest.raises(TypeError, match="takes no model k"):
+        cls.load(tmp_path, embedder=st_embedder, k=5)
+    loaded = cls.load(tmp_path, embedder=st_embedder, refresh_interval=None)
+    assert loaded.default_k == 3
+    assert [r.id for r in loaded.retrieve("Marrowick observatory")] == [
+        r.id for r in strategy.retrieve("Marrowick observatory")
+    ]
+
+
+def test_umg_refuses_an_llm_on_every_entry_point(st_embedder: Any, tmp_path: Any) -> None:
+    with pytest.raises(ValueError, match="UMG-RAG uses no LLM"):
+        UMGRAG.from_documents(DOCS, embedder=st_embedder, store=ChunkStore.ephemeral("lc-u"), llm=object())
+    UMGRAG.from_documents(DOCS, embedder=st_embedder, persist_directory=tmp_path, show_progress=False)
+    with pytest.raises(ValueError, match="UMG-RAG uses no LLM"):
+        UMGRAG.load(tmp_path, embedder=st_embedder, llm=object())

@@ -28,7 +28,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -104,52 +104,53 @@ def _unit(matrix: npt.NDArray[Any]) -> FloatMatrix:
 
 def embed_corpus(texts: Sequence[str], cache: Path, embedder: Any) -> FloatMatrix:
     """Embeds ``texts`` (with progress), or reads the cached matrix when it was made from them."""
-    digest = hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
-    meta = {"model": embedder.name, "texts_sha256": digest, "count": len(texts)}
-    sidecar = cache.with_suffix(".json")
-    if cache.exists() and sidecar.exists():
-        try:
-            if json.loads(sidecar.read_text()) == meta:
-                cached = np.load(cache, allow_pickle=False)
-                if cached.shape[0] == len(texts):
-                    print(f"corpus vectors: cached {cache} {cached.shape}", flush=True)
-                    return _unit(cached)
-        except (OSError, ValueError):
-            pass
-    from tqdm import tqdm
 
-    parts: list[FloatMatrix] = []
-    step = 1024
-    with tqdm(total=len(texts), desc="embedding sentences", unit="sent", file=sys.stdout) as bar:
-        for start in range(0, len(texts), step):
-            chunk = list(texts[start : start + step])
-            parts.append(np.asarray(embedder.embed_documents(chunk), dtype=np.float32))
-            bar.update(len(chunk))
-    matrix = _unit(np.vstack(parts))
-    np.save(cache, matrix, allow_pickle=False)
-    sidecar.write_text(json.dumps(meta))
-    return matrix
+    def embed() -> FloatMatrix:
+        from tqdm import tqdm
+
+        parts: list[FloatMatrix] = []
+        step = 1024
+        with tqdm(total=len(texts), desc="embedding sentences", unit="sent", file=sys.stdout) as bar:
+            for start in range(0, len(texts), step):
+                chunk = list(texts[start : start + step])
+                parts.append(np.asarray(embedder.embed_documents(chunk), dtype=np.float32))
+                bar.update(len(chunk))
+        return np.vstack(parts)
+
+    return _cached_vectors(texts, cache, embedder.name, "corpus", embed)
 
 
 def embed_queries(questions: Sequence[str], cache: Path, embedder: Any) -> FloatMatrix:
     """Embeds the questions with ``embed_query``, or reads the cached matrix made from them."""
-    digest = hashlib.sha256("\n".join(questions).encode("utf-8")).hexdigest()
-    meta = {"model": embedder.name, "texts_sha256": digest, "count": len(questions)}
+
+    def embed() -> FloatMatrix:
+        t0 = time.perf_counter()
+        queries = np.vstack([embedder.embed_query(q) for q in questions])
+        print(f"queries: {queries.shape} embedded in {time.perf_counter() - t0:.1f} s", flush=True)
+        return queries
+
+    return _cached_vectors(questions, cache, embedder.name, "query", embed)
+
+
+def _cached_vectors(
+    texts: Sequence[str], cache: Path, model: str, what: str, embed: Callable[[], FloatMatrix]
+) -> FloatMatrix:
+    """Unit rows of ``embed()``, read from ``cache`` instead when its sidecar names these texts."""
+    digest = hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
+    meta = {"model": model, "texts_sha256": digest, "count": len(texts)}
     sidecar = cache.with_suffix(".json")
     try:
         if json.loads(sidecar.read_text()) == meta:
             cached = np.load(cache, allow_pickle=False)
-            if cached.shape[0] == len(questions):
-                print(f"query vectors: cached {cache} {cached.shape}", flush=True)
+            if cached.shape[0] == len(texts):
+                print(f"{what} vectors: cached {cache} {cached.shape}", flush=True)
                 return _unit(cached)
     except (OSError, ValueError):
         pass
-    t0 = time.perf_counter()
-    queries = _unit(np.vstack([embedder.embed_query(q) for q in questions]))
-    print(f"queries: {queries.shape} embedded in {time.perf_counter() - t0:.1f} s", flush=True)
-    np.save(cache, queries, allow_pickle=False)
+    matrix = _unit(embed())
+    np.save(cache, matrix, allow_pickle=False)
     sidecar.write_text(json.dumps(meta))
-    return queries
+    return matrix
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -212,18 +213,34 @@ def _pct(times: Sequence[float], p: float) -> float:
     return float(np.percentile(np.asarray(times), p)) if times else float("nan")
 
 
+@dataclass(frozen=True)
+class Workload:
+    """What every engine is measured on: the corpus, the queries and the exact answers.
+
+    Attributes:
+        x: The corpus matrix (unit rows).
+        queries: The query matrix.
+        truth: Each query's exact top ``K`` rows.
+        masks: Per selectivity, the allowed rows and the exact top ``K`` among them.
+    """
+
+    x: FloatMatrix
+    queries: FloatMatrix
+    truth: IntArray
+    masks: dict[float, tuple[npt.NDArray[np.bool_], IntArray]]
+
+
 def _measure(
     engine: str,
     settings: str,
     build_s: float,
     index_bytes: int,
     search: Searcher,
-    queries: FloatMatrix,
-    truth: IntArray,
     filtered: FilteredSearcher | None,
-    masks: dict[float, tuple[npt.NDArray[np.bool_], IntArray]],
+    w: Workload,
     note: str = "",
 ) -> EngineResult:
+    queries = w.queries
     search(queries[:1])  # warm-up
     ids, times = _timed(search, queries)
     with _one_thread():
@@ -233,7 +250,7 @@ def _measure(
         settings=settings,
         build_s=build_s,
         index_bytes=index_bytes,
-        recall_at_10=_recall(ids, truth),
+        recall_at_10=_recall(ids, w.truth),
         p50_ms=_pct(times, 50),
         p95_ms=_pct(times, 95),
         p50_ms_1thread=_pct(times1, 50),
@@ -241,7 +258,7 @@ def _measure(
         note=note,
     )
     if filtered is not None:
-        for sel, (mask, ftruth) in masks.items():
+        for sel, (mask, ftruth) in w.masks.items():
 
             def one(
                 q: FloatMatrix, mask: npt.NDArray[np.bool_] = mask, fsearch: FilteredSearcher = filtered
@@ -281,9 +298,9 @@ def _post_filter(raw: Callable[[FloatMatrix, int], IntArray], n: int) -> Filtere
 # ------------------------------------------------------------------------------------ engines
 
 
-def _bench_exact(
-    x: FloatMatrix, queries: FloatMatrix, truth: IntArray, masks: dict[float, tuple[Any, IntArray]]
-) -> EngineResult:
+def _bench_exact(w: Workload) -> EngineResult:
+    x = w.x
+
     def search(q: FloatMatrix) -> IntArray:
         return _exact_topk(q, x, K)
 
@@ -294,20 +311,18 @@ def _bench_exact(
         local = _exact_topk(q, np.ascontiguousarray(x[rows]), K)
         return np.pad(rows[local], ((0, 0), (0, K - local.shape[1])), constant_values=-1)
 
-    return _measure("exact", "numpy q @ X.T", 0.0, x.nbytes, search, queries, truth, filtered, masks)
+    return _measure("exact", "numpy q @ X.T", 0.0, x.nbytes, search, filtered, w)
 
 
 def _bench_usearch(
-    x: FloatMatrix,
-    queries: FloatMatrix,
-    truth: IntArray,
-    masks: dict[float, tuple[Any, IntArray]],
+    w: Workload,
     connectivity: int,
     expansion_add: int,
     expansion_searches: Sequence[int],
 ) -> list[EngineResult]:
     from usearch.index import Index
 
+    x = w.x
     index: Any = Index(
         ndim=x.shape[1],
         metric="ip",
@@ -339,10 +354,8 @@ def _bench_usearch(
                 build_s,
                 size,
                 search,
-                queries,
-                truth,
-                _post_filter(raw, x.shape[0]),
-                masks,
+                _post_filter(raw, w.x.shape[0]),
+                w,
                 note="filtered: post-filter of an over-fetch (2.26.6 Python API has no filter/predicate)",
             )
         )
@@ -379,9 +392,7 @@ def _measure_faiss(
     settings: str,
     build_s: float,
     size: int,
-    queries: FloatMatrix,
-    truth: IntArray,
-    masks: dict[float, tuple[Any, IntArray]],
+    w: Workload,
     note: str,
 ) -> EngineResult:
     """:func:`_measure` of a faiss index; ``params(selector or None)`` gives its search parameters."""
@@ -393,95 +404,84 @@ def _measure_faiss(
     def filtered(q: FloatMatrix, mask: npt.NDArray[np.bool_]) -> IntArray:
         return np.asarray(index.search(q, K, params=params(selectors[id(mask)]))[1], dtype=np.int64)
 
-    return _measure(engine, settings, build_s, size, search, queries, truth, filtered, masks, note=note)
+    return _measure(engine, settings, build_s, size, search, filtered, w, note=note)
 
 
 def _bench_faiss_hnsw(
-    x: FloatMatrix,
-    queries: FloatMatrix,
-    truth: IntArray,
-    masks: dict[float, tuple[Any, IntArray]],
+    w: Workload,
     m: int,
     ef_construction: int,
     ef_searches: Sequence[int],
 ) -> list[EngineResult]:
     faiss = _faiss()
-
-    index = faiss.IndexHNSWFlat(x.shape[1], m, faiss.METRIC_INNER_PRODUCT)
+    index = faiss.IndexHNSWFlat(w.x.shape[1], m, faiss.METRIC_INNER_PRODUCT)
     index.hnsw.efConstruction = ef_construction
-    t0 = time.perf_counter()
-    with _one_thread():  # one thread: a deterministic graph
-        index.add(x)
-    build_s = time.perf_counter() - t0
-    size = int(faiss.serialize_index(index).nbytes)
-    selectors, _keep = _bitmap_selectors(masks)
-    return [
-        _measure_faiss(
-            index,
-            _search_params(faiss.SearchParametersHNSW, efSearch=ef),
-            selectors,
-            "faiss-HNSW",
-            f"M={m} efC={ef_construction} efSearch={ef}",
-            build_s,
-            size,
-            queries,
-            truth,
-            masks,
-            note="filtered: SearchParametersHNSW(sel=IDSelectorBitmap)",
-        )
-        for ef in ef_searches
-    ]
+    settings = {f"M={m} efC={ef_construction} efSearch={ef}": {"efSearch": ef} for ef in ef_searches}
+    kind = faiss.SearchParametersHNSW
+    return _bench_faiss(index, w, "faiss-HNSW", kind, settings, train=False)
 
 
 def _bench_faiss_ivf(
-    x: FloatMatrix,
-    queries: FloatMatrix,
-    truth: IntArray,
-    masks: dict[float, tuple[Any, IntArray]],
+    w: Workload,
     nprobes: Sequence[int],
 ) -> list[EngineResult]:
     faiss = _faiss()
-
-    nlist = max(2, math.ceil(4 * math.sqrt(x.shape[0])))
-    quantizer = faiss.IndexFlatIP(x.shape[1])
-    index = faiss.IndexIVFFlat(quantizer, x.shape[1], nlist, faiss.METRIC_INNER_PRODUCT)
+    nlist = max(2, math.ceil(4 * math.sqrt(w.x.shape[0])))
+    quantizer = faiss.IndexFlatIP(w.x.shape[1])
+    index = faiss.IndexIVFFlat(quantizer, w.x.shape[1], nlist, faiss.METRIC_INNER_PRODUCT)
     index.cp.seed = SEED
+    settings = {f"nlist={nlist} nprobe={nprobe}": {"nprobe": nprobe} for nprobe in nprobes}
+    kind = faiss.SearchParametersIVF
+    return _bench_faiss(index, w, "faiss-IVF", kind, settings, train=True)
+
+
+def _bench_faiss(
+    index: Any,
+    w: Workload,
+    engine: str,
+    kind: Any,
+    settings: Mapping[str, dict[str, int]],
+    *,
+    train: bool,
+) -> list[EngineResult]:
+    """Builds a faiss index on one thread (a deterministic graph), then measures each setting.
+
+    ``kind`` is the faiss search-parameters class, ``settings`` maps a label to its fields.
+    """
     t0 = time.perf_counter()
     with _one_thread():
-        index.train(x)
-        index.add(x)
+        if train:
+            index.train(w.x)
+        index.add(w.x)
     build_s = time.perf_counter() - t0
-    size = int(faiss.serialize_index(index).nbytes)
-    selectors, _keep = _bitmap_selectors(masks)
+    size = int(_faiss().serialize_index(index).nbytes)
+    selectors, _keep = _bitmap_selectors(w.masks)
+    note = f"filtered: {kind.__name__}(sel=IDSelectorBitmap)"
     return [
         _measure_faiss(
             index,
-            _search_params(faiss.SearchParametersIVF, nprobe=nprobe),
+            _search_params(kind, **fields),
             selectors,
-            "faiss-IVF",
-            f"nlist={nlist} nprobe={nprobe}",
+            engine,
+            label,
             build_s,
             size,
-            queries,
-            truth,
-            masks,
-            note="filtered: SearchParametersIVF(sel=IDSelectorBitmap)",
+            w,
+            note,
         )
-        for nprobe in nprobes
+        for label, fields in settings.items()
     ]
 
 
 def _bench_vector_index(
-    x: FloatMatrix,
-    queries: FloatMatrix,
-    truth: IntArray,
-    masks: dict[float, tuple[Any, IntArray]],
+    w: Workload,
     filter_exact_below: int | None = None,
 ) -> EngineResult:
     """The chosen engine through :class:`core.vector_index.VectorIndex`, with its defaults."""
     from core.vector_index import DEFAULT_FILTER_EXACT_BELOW, VectorIndex
 
     t0 = time.perf_counter()
+    x = w.x
     index = VectorIndex.build(x, seed=SEED)
     build_s = time.perf_counter() - t0
     size = sum(len(b) for b in index.to_files().values())
@@ -500,10 +500,8 @@ def _bench_vector_index(
         build_s,
         size,
         search,
-        queries,
-        truth,
         filtered,
-        masks,
+        w,
         note="core.vector_index (faiss HNSW; filtered: exact below feb allowed rows or 5 %, "
         "else IDSelectorBitmap with exact fallback)",
     )
@@ -567,15 +565,16 @@ def run_benchmark(
         rows = np.flatnonzero(mask)
         masks[sel] = (mask, rows[_exact_topk(queries, np.ascontiguousarray(x[rows]), K)])
     print(f"corpus: {x.shape[0]} sentences x {x.shape[1]} dims; {queries.shape[0]} queries", flush=True)
-    results = [_bench_exact(x, queries, truth, masks)]
+    w = Workload(x, queries, truth, masks)
+    results = [_bench_exact(w)]
     searches = (64, 128) if quick else (64, 96, 128, 256)
     for conn, ea in ((16, 128),) if quick else ((16, 128), (32, 200)):
-        results += _bench_usearch(x, queries, truth, masks, conn, ea, searches)
+        results += _bench_usearch(w, conn, ea, searches)
     for m in (16,) if quick else (16, 32):
-        results += _bench_faiss_hnsw(x, queries, truth, masks, m, 200, searches)
-    results += _bench_faiss_ivf(x, queries, truth, masks, (16, 32) if quick else (16, 32, 64))
-    results.append(_bench_vector_index(x, queries, truth, masks))
-    results.append(_bench_vector_index(x, queries, truth, masks, filter_exact_below=0))
+        results += _bench_faiss_hnsw(w, m, 200, searches)
+    results += _bench_faiss_ivf(w, (16, 32) if quick else (16, 32, 64))
+    results.append(_bench_vector_index(w))
+    results.append(_bench_vector_index(w, filter_exact_below=0))
     faiss = _faiss()
     import usearch
 

