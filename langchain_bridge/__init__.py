@@ -1,6 +1,7 @@
 """LangChain adapters for bridge-rag strategies: the retrievers and ``ParentPromotionCompressor``."""
 
 from langchain_bridge.compressors import ParentPromotionCompressor
+from langchain_bridge.fusion import UncertaintyFusionRetriever
 from langchain_bridge.retrievers import (
     BridgeRetriever,
     BubbleRetriever,
@@ -16,6 +17,7 @@ __all__ = [
     "ParentPromotionCompressor",
     "StrategyRetriever",
     "UMGRetriever",
+    "UncertaintyFusionRetriever",
     "from_langchain_document",
     "to_langchain_document",
 ]

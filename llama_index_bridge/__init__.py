@@ -1,5 +1,6 @@
 """LlamaIndex adapters for bridge-rag strategies: the retrievers and ``ParentPromotionPostprocessor``."""
 
+from llama_index_bridge.fusion import UncertaintyFusionRetriever
 from llama_index_bridge.postprocessors import ParentPromotionPostprocessor
 from llama_index_bridge.retrievers import (
     BridgeRetriever,
@@ -16,6 +17,7 @@ __all__ = [
     "ParentPromotionPostprocessor",
     "StrategyRetriever",
     "UMGRetriever",
+    "UncertaintyFusionRetriever",
     "from_llama_document",
     "to_node_with_score",
 ]

@@ -32,6 +32,7 @@ __all__ = [
     "LangChainPeer",
     "LlamaIndexPeer",
     "build_langchain_ensemble",
+    "build_langchain_uncertainty_fusion",
     "build_llamaindex_fusion",
     "langchain_embeddings",
     "llama_index_embedding",
@@ -221,13 +222,32 @@ def build_langchain_ensemble(ctx: BenchContext) -> LangChainPeer:
         ImportError: A LangChain package is missing (the message says which to install).
     """
     with _needs(_LANGCHAIN_HINT):
-        from langchain_chroma import Chroma
         from langchain_classic.retrievers import EnsembleRetriever
+    ensemble = EnsembleRetriever(retrievers=_langchain_bm25_and_chroma(ctx), weights=[0.5, 0.5])
+    return LangChainPeer(ensemble, "langchain-ensemble")
+
+
+def build_langchain_uncertainty_fusion(ctx: BenchContext) -> LangChainPeer:
+    """``langchain_bridge.UncertaintyFusionRetriever`` over the ensemble peer's two retrievers.
+
+    Raises:
+        ImportError: A LangChain package is missing (the message says which to install).
+    """
+    from langchain_bridge.fusion import UncertaintyFusionRetriever
+
+    fusion = UncertaintyFusionRetriever(retrievers=_langchain_bm25_and_chroma(ctx), weights=[0.5, 0.5])
+    return LangChainPeer(fusion, "langchain-uncertainty-fusion")
+
+
+def _langchain_bm25_and_chroma(ctx: BenchContext) -> list[Any]:
+    """LangChain's ``BM25Retriever`` and a ``langchain_chroma`` retriever (``k`` each), shared collection."""
+    with _needs(_LANGCHAIN_HINT):
+        from langchain_chroma import Chroma
         from langchain_community.retrievers import BM25Retriever
         from langchain_core.documents import Document
     corpus = ctx.corpus
     if corpus.store.client is None:
-        raise ValueError("the langchain-ensemble peer needs a ChunkStore opened with a Chroma client")
+        raise ValueError("the LangChain peers need a ChunkStore opened with a Chroma client")
     docs = [Document(page_content=text, metadata=meta, id=cid) for cid, text, meta in corpus.rows()]
     bm25 = BM25Retriever.from_documents(docs, k=ctx.k)
     vectorstore = Chroma(
@@ -236,10 +256,7 @@ def build_langchain_ensemble(ctx: BenchContext) -> LangChainPeer:
         embedding_function=langchain_embeddings(ctx.embedder),
         create_collection_if_not_exists=False,
     )
-    ensemble = EnsembleRetriever(
-        retrievers=[bm25, vectorstore.as_retriever(search_kwargs={"k": ctx.k})], weights=[0.5, 0.5]
-    )
-    return LangChainPeer(ensemble, "langchain-ensemble")
+    return [bm25, vectorstore.as_retriever(search_kwargs={"k": ctx.k})]
 
 
 def build_llamaindex_fusion(ctx: BenchContext) -> LlamaIndexPeer:

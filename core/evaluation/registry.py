@@ -219,6 +219,12 @@ def _langchain_ensemble(ctx: BenchContext) -> Any:
     return build_langchain_ensemble(ctx)
 
 
+def _langchain_uncertainty_fusion(ctx: BenchContext) -> Any:
+    from core.evaluation.peers import build_langchain_uncertainty_fusion
+
+    return build_langchain_uncertainty_fusion(ctx)
+
+
 def _llamaindex_fusion(ctx: BenchContext) -> Any:
     from core.evaluation.peers import build_llamaindex_fusion
 
@@ -319,6 +325,16 @@ for _spec in (
         reuses="collection",
         requires=_LANGCHAIN,
         family="peer",
+    ),
+    StrategySpec(
+        "uncertainty-fusion",
+        "langchain_bridge.UncertaintyFusionRetriever (entropy-weighted, equal prior weights) over the "
+        "langchain-ensemble peer's BM25Retriever + Chroma retriever",
+        _langchain_uncertainty_fusion,
+        query=TEXT_QUERY,
+        reuses="collection",
+        requires=_LANGCHAIN,
+        family="ours",
     ),
     StrategySpec(
         "llamaindex-fusion",

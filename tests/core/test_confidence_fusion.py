@@ -1,0 +1,66 @@
+"""The confidence fusion of any ranked lists (core.confidence_fusion)."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.confidence_fusion import RankedList, fuse_ranked_lists, list_confidences
+
+
+def test_a_peaked_list_outweighs_a_flat_one() -> None:
+    peaked = RankedList(["a", "b", "c", "d"], [9.0, 1.0, 0.9, 0.8])
+    flat = RankedList(["d", "c", "b", "a"], [1.0, 0.99, 0.98, 0.97])
+    conf = list_confidences([peaked, flat])
+    assert conf[0] > conf[1]
+    fused, _ = fuse_ranked_lists([peaked, flat])
+    assert fused[0].key == "a"  # the flat list's top ("d") loses to the confident list's
+    # With the lists' roles swapped the fusion follows the confident list again.
+    fused_swapped, _ = fuse_ranked_lists([flat, peaked])
+    assert fused_swapped[0].key == "a"
+
+
+def test_every_key_once_best_first_and_cut_at_k() -> None:
+    a = RankedList(["x", "y", "x"], [3.0, 2.0, 1.0])
+    b = RankedList(["y", "z"], [0.9, 0.1])
+    fused, conf = fuse_ranked_lists([a, b], k=2)
+    assert len(fused) == 2
+    assert len({f.key for f in fused}) == 2
+    assert fused[0].score >= fused[1].score
+    assert len(conf) == 2
+    everything, _ = fuse_ranked_lists([a, b])
+    assert {f.key for f in everything} == {"x", "y", "z"}
+    assert next(f for f in everything if f.key == "z").source == 1
+
+
+def test_a_scoreless_list_is_fused_by_rank_with_the_scored_lists_mean_confidence() -> None:
+    scored = RankedList(["a", "b", "c"], [5.0, 1.0, 0.0])
+    ranked = RankedList(["c", "b"])
+    conf = list_confidences([scored, ranked])
+    assert conf[1] == pytest.approx(conf[0])
+    only_ranked = list_confidences([RankedList(["a"]), RankedList(["b"])])
+    assert only_ranked == [0.5, 0.5]
+    fused, _ = fuse_ranked_lists([ranked])
+    assert [f.key for f in fused] == ["c", "b"]
+
+
+def test_weights_steer_and_bad_arguments_are_refused() -> None:
+    a = RankedList(["a", "b"], [2.0, 1.0])
+    b = RankedList(["b", "a"], [2.0, 1.0])
+    assert fuse_ranked_lists([a, b], [1.0, 0.0])[0][0].key == "a"
+    assert fuse_ranked_lists([a, b], [0.0, 1.0])[0][0].key == "b"
+    with pytest.raises(ValueError, match="one weight per retriever"):
+        fuse_ranked_lists([a, b], [1.0])
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        fuse_ranked_lists([a, b], [1.0, float("nan")])
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        fuse_ranked_lists([a], k=0)
+    with pytest.raises(ValueError, match="2 results but 1 scores"):
+        RankedList(["a", "b"], [1.0])
+    assert fuse_ranked_lists([RankedList([]), RankedList([])])[0] == []
+
+
+def test_non_finite_scores_count_as_the_lowest() -> None:
+    fused, _ = fuse_ranked_lists([RankedList(["a", "b", "c"], [float("nan"), 2.0, 1.0])])
+    assert fused[0].key == "b"
+    assert fused[-1].score == 0.0
+    assert all(f.score == f.score for f in fused)  # no NaN

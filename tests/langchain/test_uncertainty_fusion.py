@@ -1,0 +1,137 @@
+"""langchain_bridge.UncertaintyFusionRetriever: a drop-in for EnsembleRetriever."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import pytest
+from langchain_chroma import Chroma
+from langchain_community.retrievers import BM25Retriever
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.callbacks.manager import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from langchain_bridge import UncertaintyFusionRetriever
+
+DOCS = [
+    Document("The Marrowick observatory was founded by Ilse Varga in 1901.", id="a"),
+    Document("Ilse Varga was an astronomer born in Corvane.", id="b"),
+    Document("The River Tessel flows through Corvane to the sea.", id="c"),
+    Document("The Halden Institute studies tides on the River Tessel.", id="d"),
+    Document("A bakery in Marrowick sells rye bread.", id="e"),
+]
+
+
+class _Active:
+    now = 0
+    peak = 0
+
+
+ACTIVE = _Active()
+
+
+class SlowRetriever(BaseRetriever):
+    """Returns fixed documents after a pause (sync: sleeps; async: awaits)."""
+
+    docs: list[Document]
+    pause: float = 0.3
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        time.sleep(self.pause)
+        return self.docs
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        ACTIVE.now += 1
+        ACTIVE.peak = max(ACTIVE.peak, ACTIVE.now)
+        await asyncio.sleep(self.pause)
+        ACTIVE.now -= 1
+        return self.docs
+
+
+def _chroma(embeddings: Any) -> Chroma:
+    store = Chroma(collection_name=f"uf-{uuid.uuid4().hex[:8]}", embedding_function=embeddings)
+    store.add_documents(DOCS)
+    return store
+
+
+def test_fuses_bm25_and_chroma_with_scores_and_confidences(lc_embeddings: Any) -> None:
+    bm25 = BM25Retriever.from_documents(DOCS, k=3)
+    dense = _chroma(lc_embeddings).as_retriever(search_kwargs={"k": 3})
+    fused = UncertaintyFusionRetriever(retrievers=[bm25, dense], weights=[0.5, 0.5])
+    docs = fused.invoke("Who founded the Marrowick observatory?")
+    assert docs[0].id == "a"
+    assert len({d.id for d in docs}) == len(docs) <= 6
+    scores = [d.metadata["fusion_score"] for d in docs]
+    assert scores == sorted(scores, reverse=True)
+    confidences = docs[0].metadata["fusion_confidences"]
+    assert len(confidences) == 2
+    assert all(0.0 <= c <= 1.0 for c in confidences)
+    assert len(UncertaintyFusionRetriever(retrievers=[bm25, dense], k=2).invoke("Corvane")) == 2
+
+
+def test_a_retriever_filter_is_kept(lc_embeddings: Any) -> None:
+    dense = _chroma(lc_embeddings).as_retriever(search_kwargs={"k": 5, "filter": {"tag": "x"}})
+    store = dense.vectorstore
+    store.add_documents([Document("Tagged text about the observatory.", id="t", metadata={"tag": "x"})])
+    docs = UncertaintyFusionRetriever(retrievers=[dense]).invoke("observatory")
+    assert [d.id for d in docs] == ["t"]
+
+
+def test_works_over_a_non_chroma_store_and_a_scoreless_retriever(lc_embeddings: Any) -> None:
+    memory = InMemoryVectorStore.from_documents(DOCS, lc_embeddings)
+    scoreless = SlowRetriever(docs=[DOCS[4], DOCS[2]], pause=0.0)
+    fused = UncertaintyFusionRetriever(retrievers=[memory.as_retriever(search_kwargs={"k": 2}), scoreless])
+    ids = [d.id for d in fused.invoke("Who founded the Marrowick observatory?")]
+    assert set(ids) >= {"e", "c", "a"}
+
+
+def test_weights_must_match_the_retrievers() -> None:
+    bm25 = BM25Retriever.from_documents(DOCS, k=2)
+    with pytest.raises(ValueError, match="one per retriever"):
+        UncertaintyFusionRetriever(retrievers=[bm25, bm25], weights=[1.0])
+
+
+def test_callbacks_see_the_run_with_our_documents() -> None:
+    seen: list[Any] = []
+
+    class Handler(BaseCallbackHandler):
+        def on_retriever_end(self, documents: Any, **kwargs: Any) -> None:
+            seen.append(documents)
+
+    fused = UncertaintyFusionRetriever(retrievers=[BM25Retriever.from_documents(DOCS, k=2)])
+    out = fused.invoke("River Tessel", config={"callbacks": [Handler()]})
+    assert seen
+    assert [d.id for d in seen[-1]] == [d.id for d in out]
+
+
+def test_ainvoke_runs_the_retrievers_concurrently_and_keeps_the_loop_free() -> None:
+    slow = [SlowRetriever(docs=[d]) for d in DOCS[:3]]
+    fused = UncertaintyFusionRetriever(retrievers=slow)
+
+    async def main() -> tuple[int, int]:
+        ticks = 0
+        done = asyncio.Event()
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not done.is_set():
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(ticker())
+        docs = await fused.ainvoke("anything")
+        done.set()
+        await task
+        assert len(docs) == 3
+        return ACTIVE.peak, ticks
+
+    peak, ticks = asyncio.run(main())
+    assert peak == 3  # the three retrievers ran at once, not one after the other
+    assert ticks >= 3  # the loop kept running while they waited

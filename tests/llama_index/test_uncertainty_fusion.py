@@ -1,0 +1,92 @@
+"""llama_index_bridge.UncertaintyFusionRetriever beside QueryFusionRetriever."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from llama_index.core import VectorStoreIndex
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.retrievers.bm25 import BM25Retriever
+
+from llama_index_bridge import UncertaintyFusionRetriever
+
+NODES = [
+    TextNode(id_="a", text="The Marrowick observatory was founded by Ilse Varga in 1901."),
+    TextNode(id_="b", text="Ilse Varga was an astronomer born in Corvane."),
+    TextNode(id_="c", text="The River Tessel flows through Corvane to the sea."),
+    TextNode(id_="d", text="The Halden Institute studies tides on the River Tessel."),
+    TextNode(id_="e", text="A bakery in Marrowick sells rye bread."),
+]
+
+
+class _Active:
+    now = 0
+    peak = 0
+
+
+ACTIVE = _Active()
+
+
+class Slow(BaseRetriever):
+    def __init__(self, node: TextNode, score: float | None = None, pause: float = 0.3) -> None:
+        self.node, self.score, self.pause = node, score, pause
+        super().__init__()
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        time.sleep(self.pause)
+        return [NodeWithScore(node=self.node, score=self.score)]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        ACTIVE.now += 1
+        ACTIVE.peak = max(ACTIVE.peak, ACTIVE.now)
+        await asyncio.sleep(self.pause)
+        ACTIVE.now -= 1
+        return [NodeWithScore(node=self.node, score=self.score)]
+
+
+def test_fuses_bm25_and_the_default_vector_store(li_embed_model: Any) -> None:
+    index = VectorStoreIndex(NODES, embed_model=li_embed_model)  # SimpleVectorStore
+    bm25 = BM25Retriever.from_defaults(nodes=NODES, similarity_top_k=3)
+    fused = UncertaintyFusionRetriever([bm25, index.as_retriever(similarity_top_k=3)], similarity_top_k=3)
+    hits = fused.retrieve("Who founded the Marrowick observatory?")
+    assert hits[0].node.node_id == "a"
+    assert len(hits) == 3
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_scoreless_nodes_are_fused_by_rank_and_arguments_are_checked() -> None:
+    fused = UncertaintyFusionRetriever([Slow(NODES[0], pause=0.0), Slow(NODES[1], 0.5, pause=0.0)])
+    assert {h.node.node_id for h in fused.retrieve("q")} == {"a", "b"}
+    with pytest.raises(ValueError, match="at least one retriever"):
+        UncertaintyFusionRetriever([])
+    with pytest.raises(ValueError, match="one per retriever"):
+        UncertaintyFusionRetriever([Slow(NODES[0])], weights=[1.0, 2.0])
+
+
+def test_aretrieve_runs_concurrently_and_keeps_the_loop_free() -> None:
+    fused = UncertaintyFusionRetriever([Slow(n, 1.0) for n in NODES[:3]])
+
+    async def main() -> tuple[int, int, int]:
+        ticks = 0
+        done = asyncio.Event()
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not done.is_set():
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(ticker())
+        hits = await fused.aretrieve("anything")
+        done.set()
+        await task
+        return ACTIVE.peak, ticks, len(hits)
+
+    peak, ticks, n = asyncio.run(main())
+    assert n == 3
+    assert peak == 3
+    assert ticks >= 3
