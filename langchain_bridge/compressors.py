@@ -3,26 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from typing import Any, Self
 
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
-from pydantic import Field, model_validator
 
-from core.adapters import offset_or_none, promote, scores_or_ranks, texts_by_id, umg_store_of
-from core.strategies.umg.promotion import PromotionItem, texts_from_store
+from core.adapter_promotion import ParentPromotionSettings, offset_or_none, promotion_item, texts_by_id
+from core.strategies.umg.promotion import PromotionItem
 
 __all__ = ["ParentPromotionCompressor"]
 
 
-class ParentPromotionCompressor(BaseDocumentCompressor):
+class ParentPromotionCompressor(ParentPromotionSettings, BaseDocumentCompressor):
     """Parent promotion (UMGP) for any retriever: small hits become their parent windows.
 
     Documents covering at most ``fine_max_sentences`` sentences of their source are replaced by
     the ``parent_size``-sentence window around them, and overlapping passages of one source are
     merged (``mode``; see :func:`core.strategies.umg.promotion.promote_to_parents`). A document
-    is located by ``metadata[doc_id_key]`` (a key of :attr:`texts`) and ``metadata[start_key]``
-    (LangChain splitters' ``add_start_index=True``); others pass through unchanged. Results are
+    is located by ``metadata[doc_id_key]`` (a key of :attr:`texts`), ``metadata[start_key]``
+    (LangChain splitters' ``add_start_index=True``) and ``metadata[end_key]`` (default
+    ``start + len(page_content)``); others pass through unchanged. Results are
     ordered by ``metadata[score_key]`` (rank when some is missing) and carry ``promoted``,
     ``merged_ids`` and, when located, their offsets and sentence span.
 
@@ -63,41 +63,11 @@ class ParentPromotionCompressor(BaseDocumentCompressor):
         ```
     """
 
-    texts: dict[str, str] = Field(default_factory=dict)
-    """Full source document texts by document id."""
-
-    parent_size: int = Field(default=8, ge=1, strict=True)
-    """Sentences per parent window."""
-
-    stride: int | None = Field(default=None, ge=1, strict=True)
-    """Step between parent windows; None for ``max(1, parent_size // 2)``."""
-
-    fine_max_sentences: int = Field(default=4, ge=0, strict=True)
-    """Documents covering at most this many sentences are promoted."""
-
-    mode: Literal["keep_best", "union"] = "keep_best"
-    """``"keep_best"`` keeps the best of overlapping passages; ``"union"`` merges them."""
-
-    doc_id_key: str = "doc_id"
-    """Metadata key of the source document id."""
-
-    start_key: str = "start_index"
-    """Metadata key of the start offset in the source document."""
-
-    end_key: str = "end_index"
-    """Metadata key of the end offset (default ``start + len(page_content)`` when absent)."""
-
     score_key: str = "score"
     """Metadata key of the retriever's score (rank order is used when some document lacks it)."""
 
-    @model_validator(mode="after")
-    def _check_stride(self) -> ParentPromotionCompressor:
-        if self.stride is not None and self.stride > self.parent_size:
-            raise ValueError(f"stride must be <= parent_size ({self.parent_size}), got {self.stride}")
-        return self
-
     @classmethod
-    def from_documents(cls, documents: Iterable[Document], **kwargs: Any) -> ParentPromotionCompressor:
+    def from_documents(cls, documents: Iterable[Document], **kwargs: Any) -> Self:
         """Builds the compressor from the full source documents (before splitting).
 
         Args:
@@ -115,40 +85,15 @@ class ParentPromotionCompressor(BaseDocumentCompressor):
         texts = texts_by_id((doc.metadata.get(key, doc.id), doc.page_content) for doc in documents)
         return cls(texts=texts, **kwargs)
 
-    @classmethod
-    def from_umg(cls, strategy: Any, **kwargs: Any) -> ParentPromotionCompressor:
-        """Builds the compressor over the documents of a UMG-RAG index.
-
-        The texts are rebuilt from the index's sentence-window units in Chroma (see
-        :func:`core.strategies.umg.promotion.texts_from_store`), so no source documents are needed.
-
-        Args:
-            strategy: A :class:`core.strategies.umg.UMGRAG` (or a retriever wrapping one).
-            **kwargs: Other fields (``parent_size``, ``mode``, ...).
-
-        Returns:
-            The compressor.
-        """
-        return cls(texts=texts_from_store(umg_store_of(strategy)), **kwargs)
-
     def _item(self, doc: Document, score: float) -> PromotionItem:
         meta = doc.metadata
-        raw_id = meta.get(self.doc_id_key)
         start = offset_or_none(meta.get(self.start_key))
         if self.end_key in meta:
             end = offset_or_none(meta[self.end_key])
         else:
             end = None if start is None else start + len(doc.page_content)
         member_id = doc.id if doc.id is not None else meta.get("id")
-        return PromotionItem(
-            doc_id=None if raw_id is None else str(raw_id),
-            start=start,
-            end=end,
-            score=score,
-            text=doc.page_content,
-            metadata=dict(meta),
-            id=None if member_id is None else str(member_id),
-        )
+        return promotion_item(meta.get(self.doc_id_key), start, end, score, doc.page_content, meta, member_id)
 
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
@@ -164,10 +109,8 @@ class ParentPromotionCompressor(BaseDocumentCompressor):
             New documents, best first; the inputs are not modified.
         """
         docs = list(documents)
-        scores = scores_or_ranks([d.metadata.get(self.score_key) for d in docs])
-        items = [self._item(d, s) for d, s in zip(docs, scores, strict=True)]
-        out: list[Document] = []
-        for p in promote(self, items, self.start_key, self.end_key):
-            doc_id = p.id if p.promoted else docs[p.index].id
-            out.append(Document(page_content=p.text, metadata=p.metadata, id=doc_id))
-        return out
+        promoted = self._promote(docs, [d.metadata.get(self.score_key) for d in docs], self._item)
+        return [
+            Document(page_content=p.text, metadata=p.metadata, id=p.id if p.promoted else docs[p.index].id)
+            for p in promoted
+        ]

@@ -20,7 +20,8 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from core.adapters import check_strategy_type, chroma_collection, lift_option, refresh_strategy, split_fields
+from core.adapter_lifecycle import StrategyAdapter
+from core.adapters import check_strategy_type, chroma_collection, lift_option
 from core.embed import LangChainEmbedder
 from core.store import ChunkStore
 from core.strategies.base import Strategy, check_doc_ids
@@ -42,9 +43,6 @@ __all__ = [
 #: Keyword arguments LangChain's ``invoke`` leaves in ``**kwargs`` for its own use; they are
 #: not search options and are never forwarded to the strategy.
 _LANGCHAIN_KWARGS = frozenset({"verbose"})
-
-#: Keys the adapter passes to ``Strategy.retrieve`` itself.
-_RESERVED_SEARCH_KWARGS = frozenset({"query"})
 
 
 def to_langchain_document(r: Retrieved) -> Document:
@@ -84,33 +82,11 @@ def from_langchain_document(d: Document) -> CoreDocument:
     return CoreDocument(text=d.page_content, id=None if doc_id is None else str(doc_id), metadata=metadata)
 
 
-def _check_k_field(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"k must be an int >= 1, got {value!r} ({type(value).__name__})")
-    if value < 1:
-        raise ValueError(f"k must be >= 1, got {value}")
-    return value
-
-
 def _embedder(embedding: Embeddings | None) -> Any:
     return None if embedding is None else LangChainEmbedder(embedding)
 
 
-def _chroma_parts(vectorstore: Any) -> tuple[ChunkStore, Embeddings]:
-    """The collection and embedding function of a ``langchain_chroma.Chroma`` store.
-
-    Raises:
-        TypeError: ``vectorstore`` is not a Chroma store.
-        ValueError: The store has no embedding function.
-    """
-    collection = chroma_collection(vectorstore, "from_vectorstore expects a langchain_chroma.Chroma store")
-    embedding = getattr(vectorstore, "embeddings", None)
-    if embedding is None:
-        raise ValueError("the Chroma store has no embedding function; create it with embedding_function=...")
-    return ChunkStore(collection), embedding
-
-
-class StrategyRetriever(BaseRetriever):
+class StrategyRetriever(BaseRetriever, StrategyAdapter):
     """LangChain retriever over any bridge-rag strategy.
 
     Each call runs ``strategy.retrieve(query, k=k, **options)`` and turns every result into a
@@ -155,12 +131,7 @@ class StrategyRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    #: The strategy the ``from_*`` constructors build (None: wrap a built one only).
-    strategy_cls: ClassVar[type[Strategy] | None] = None
-    #: Fields of a named retriever that are ``retrieve`` options (forwarded when not None).
-    option_fields: ClassVar[tuple[str, ...]] = ()
-    #: Option fields also given to the strategy's constructors, which save them as its default.
-    build_fields: ClassVar[tuple[str, ...]] = ()
+    no_strategy_hint: ClassVar[str] = "build one yourself and pass it as strategy=..."
 
     strategy: Any
     """The core strategy results come from (meets ``core.strategies.Searchable``)."""
@@ -202,12 +173,16 @@ class StrategyRetriever(BaseRetriever):
     @field_validator("k", mode="before")
     @classmethod
     def _check_k(cls, value: object) -> int:
-        return _check_k_field(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"k must be an int >= 1, got {value!r} ({type(value).__name__})")
+        if value < 1:
+            raise ValueError(f"k must be >= 1, got {value}")
+        return value
 
     @field_validator("search_kwargs")
     @classmethod
     def _check_search_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
-        reserved = _RESERVED_SEARCH_KWARGS.intersection(value)
+        reserved = {"query"}.intersection(value)  # the adapter passes the query itself
         if reserved:
             raise ValueError(f"search_kwargs may not contain {sorted(reserved)}; pass the query to invoke")
         return value
@@ -226,10 +201,7 @@ class StrategyRetriever(BaseRetriever):
         Returns:
             The strategy's results as LangChain documents, best first.
         """
-        options = {
-            name: getattr(self, name) for name in self.option_fields if getattr(self, name) is not None
-        }
-        options.update(self.search_kwargs)
+        options = self._field_options() | self.search_kwargs
         options.update({key: value for key, value in kwargs.items() if value is not None})
         for name in _LANGCHAIN_KWARGS:
             options.pop(name, None)
@@ -255,19 +227,6 @@ class StrategyRetriever(BaseRetriever):
         )
 
     # ------------------------------------------------------------------ lifecycle
-    @classmethod
-    def _strategy_type(cls) -> type[Strategy]:
-        if cls.strategy_cls is None:
-            raise TypeError(
-                f"{cls.__name__} declares no strategy; build one yourself and pass it as strategy=..."
-            )
-        return cls.strategy_cls
-
-    @classmethod
-    def _split(cls, settings: dict[str, Any], *, build: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
-        """``settings`` as (retriever fields, strategy settings); a build shares its build fields."""
-        return split_fields(settings, cls.option_fields, cls.build_fields if build else ())
-
     @classmethod
     def from_documents(
         cls,
@@ -299,18 +258,18 @@ class StrategyRetriever(BaseRetriever):
         Returns:
             The retriever.
         """
-        fields, settings = cls._split(settings)
-        if collection_name is not None:
-            settings["collection_name"] = collection_name
-        strategy = cls._strategy_type().from_documents(
+        return cls._built(
+            cls._strategy_type().from_documents,
             [from_langchain_document(d) for d in documents],
+            k=k,
+            search_kwargs=search_kwargs,
+            collection_name=collection_name,
             embedder=_embedder(embedding),
             persist_directory=persist_directory,
             llm=llm,
             show_progress=show_progress,
             **settings,
         )
-        return cls(strategy=strategy, k=k, search_kwargs=search_kwargs or {}, **fields)
 
     @classmethod
     def from_vectorstore(
@@ -344,12 +303,24 @@ class StrategyRetriever(BaseRetriever):
             TypeError: ``vectorstore`` is not a Chroma store.
             ValueError: The store has no embedding function, or is empty.
         """
-        fields, settings = cls._split(settings)
-        store, embedding = _chroma_parts(vectorstore)
-        strategy = cls._strategy_type().from_store(
-            store, embedder=LangChainEmbedder(embedding), llm=llm, show_progress=show_progress, **settings
+        collection = chroma_collection(
+            vectorstore, "from_vectorstore expects a langchain_chroma.Chroma store"
         )
-        return cls(strategy=strategy, k=k, search_kwargs=search_kwargs or {}, **fields)
+        embedding = getattr(vectorstore, "embeddings", None)
+        if embedding is None:
+            raise ValueError(
+                "the Chroma store has no embedding function; create it with embedding_function=..."
+            )
+        return cls._built(
+            cls._strategy_type().from_store,
+            ChunkStore(collection),
+            k=k,
+            search_kwargs=search_kwargs,
+            embedder=LangChainEmbedder(embedding),
+            llm=llm,
+            show_progress=show_progress,
+            **settings,
+        )
 
     @classmethod
     def load(
@@ -376,20 +347,16 @@ class StrategyRetriever(BaseRetriever):
         Returns:
             The retriever.
         """
-        fields, options = cls._split(options, build=False)
-        strategy = cls._strategy_type().load(path, embedder=_embedder(embedding), store=store, **options)
-        return cls(strategy=strategy, k=k, search_kwargs=search_kwargs or {}, **fields)
-
-    def refresh(self) -> bool:
-        """Switches a loaded index to the newest generation its writer saved, if any.
-
-        A retriever opened from an index directory also does this by itself, checking at most
-        every ``refresh_interval`` seconds (a load option; default 1 s, None: off).
-
-        Returns:
-            True when the strategy now serves a newer generation.
-        """
-        return refresh_strategy(self.strategy)
+        return cls._built(
+            cls._strategy_type().load,
+            path,
+            k=k,
+            search_kwargs=search_kwargs,
+            build=False,
+            embedder=_embedder(embedding),
+            store=store,
+            **options,
+        )
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Saves the strategy's structures atomically (Chroma keeps the chunks)."""
@@ -397,8 +364,7 @@ class StrategyRetriever(BaseRetriever):
 
     def add_documents(self, documents: Sequence[Document]) -> list[str]:
         """Indexes more LangChain documents without a rebuild; returns their document ids."""
-        ids: list[str] = self.strategy.add_documents([from_langchain_document(d) for d in documents])
-        return ids
+        return self._add([from_langchain_document(d) for d in documents])
 
     def delete_documents(self, ids: Sequence[str], *, filter: Mapping[str, Any] | None = None) -> int:
         """Removes documents by id (or by the ``source`` their chunks carry); returns chunks removed.
@@ -410,9 +376,7 @@ class StrategyRetriever(BaseRetriever):
             TypeError: ``ids`` is a single string (wrap it in a list).
             ValueError: A name several documents carry, and no filter to tell them apart.
         """
-        scope = filter if filter is not None else self.search_kwargs.get("filter")
-        removed: int = self.strategy.delete_documents(check_doc_ids(ids), filter=scope)
-        return removed
+        return self._delete(check_doc_ids(ids), filter, self.search_kwargs.get("filter"))
 
 
 class BridgeRetriever(StrategyRetriever):
@@ -584,16 +548,17 @@ class BubbleRetriever(StrategyRetriever):
         Returns:
             The retriever.
         """
-        fields, graph_options = cls._split(graph_options)
-        strategy = BubbleRAG.from_networkx(
+        return cls._built(
+            BubbleRAG.from_networkx,
             graph,
+            k=k,
+            search_kwargs=search_kwargs,
             embedder=_embedder(embedding),
             documents=None if documents is None else [from_langchain_document(d) for d in documents],
             llm=llm,
             show_progress=show_progress,
             **graph_options,
         )
-        return cls(strategy=strategy, k=k, search_kwargs=search_kwargs or {}, **fields)
 
     def to_networkx(self) -> Any:
         """The knowledge graph as a ``networkx.MultiGraph``."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any, Self
 
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import (
@@ -15,15 +15,14 @@ from llama_index.core.schema import (
     RelatedNodeInfo,
     TextNode,
 )
-from pydantic import Field, model_validator
 
-from core.adapters import offset_or_none, promote, scores_or_ranks, texts_by_id, umg_store_of
-from core.strategies.umg.promotion import Promoted, PromotionItem, texts_from_store
+from core.adapter_promotion import ParentPromotionSettings, offset_or_none, promotion_item, texts_by_id
+from core.strategies.umg.promotion import Promoted, PromotionItem
 
 __all__ = ["ParentPromotionPostprocessor"]
 
 
-class ParentPromotionPostprocessor(BaseNodePostprocessor):
+class ParentPromotionPostprocessor(ParentPromotionSettings, BaseNodePostprocessor):
     """Parent promotion (UMGP) for any retriever: small nodes become their parent windows.
 
     Nodes covering at most ``fine_max_sentences`` sentences of their source are replaced by the
@@ -56,34 +55,13 @@ class ParentPromotionPostprocessor(BaseNodePostprocessor):
         ```
     """
 
-    texts: dict[str, str] = Field(default_factory=dict, description="Full source texts by document id.")
-    parent_size: int = Field(default=8, ge=1, strict=True, description="Sentences per parent window.")
-    stride: int | None = Field(
-        default=None, ge=1, strict=True, description="Step between windows; None for parent_size // 2."
-    )
-    fine_max_sentences: int = Field(
-        default=4, ge=0, strict=True, description="Nodes covering at most this many sentences are promoted."
-    )
-    mode: Literal["keep_best", "union"] = Field(
-        default="keep_best", description="keep_best keeps the best of overlapping passages; union merges."
-    )
-    doc_id_key: str = Field(default="doc_id", description="Metadata key of the source document id.")
-    start_key: str = Field(default="start_index", description="Metadata key of the start offset.")
-    end_key: str = Field(default="end_index", description="Metadata key of the end offset.")
-
-    @model_validator(mode="after")
-    def _check_stride(self) -> ParentPromotionPostprocessor:
-        if self.stride is not None and self.stride > self.parent_size:
-            raise ValueError(f"stride must be <= parent_size ({self.parent_size}), got {self.stride}")
-        return self
-
     @classmethod
     def class_name(cls) -> str:
         """The component's class name."""
         return "ParentPromotionPostprocessor"
 
     @classmethod
-    def from_documents(cls, documents: Iterable[BaseNode], **kwargs: Any) -> ParentPromotionPostprocessor:
+    def from_documents(cls, documents: Iterable[BaseNode], **kwargs: Any) -> Self:
         """Builds the postprocessor from the full source documents (before parsing into nodes).
 
         Args:
@@ -104,43 +82,18 @@ class ParentPromotionPostprocessor(BaseNodePostprocessor):
         )
         return cls(texts=texts, **kwargs)
 
-    @classmethod
-    def from_umg(cls, strategy: Any, **kwargs: Any) -> ParentPromotionPostprocessor:
-        """Builds the postprocessor over the documents of a UMG-RAG index.
-
-        The texts are rebuilt from the index's sentence-window units in Chroma (see
-        :func:`core.strategies.umg.promotion.texts_from_store`).
-
-        Args:
-            strategy: A :class:`core.strategies.umg.UMGRAG` (or a retriever wrapping one).
-            **kwargs: Other fields.
-
-        Returns:
-            The postprocessor.
-
-        Raises:
-            TypeError: ``strategy`` has no Chroma store.
-        """
-        return cls(texts=texts_from_store(umg_store_of(strategy)), **kwargs)
-
     def _item(self, nws: NodeWithScore, score: float) -> PromotionItem:
         node = nws.node
         meta = node.metadata
-        raw_id = meta.get(self.doc_id_key, node.ref_doc_id)
         if self.start_key in meta:
             start, end = offset_or_none(meta.get(self.start_key)), offset_or_none(meta.get(self.end_key))
         elif isinstance(node, TextNode):
             start, end = node.start_char_idx, node.end_char_idx
         else:
             start = end = None
-        return PromotionItem(
-            doc_id=None if raw_id is None else str(raw_id),
-            start=start,
-            end=end,
-            score=score,
-            text=node.get_content(metadata_mode=MetadataMode.NONE),
-            metadata=dict(meta),
-            id=node.node_id,
+        text = node.get_content(metadata_mode=MetadataMode.NONE)
+        return promotion_item(
+            meta.get(self.doc_id_key, node.ref_doc_id), start, end, score, text, meta, node.node_id
         )
 
     def _postprocess_nodes(
@@ -155,10 +108,7 @@ class ParentPromotionPostprocessor(BaseNodePostprocessor):
         Returns:
             New scored nodes, best first; the inputs are not modified.
         """
-        scores = scores_or_ranks([n.score for n in nodes])
-        promoted = promote(
-            self, [self._item(n, s) for n, s in zip(nodes, scores, strict=True)], self.start_key, self.end_key
-        )
+        promoted = self._promote(nodes, [n.score for n in nodes], self._item)
         return [
             NodeWithScore(node=self._node(p, nodes[p.index].node), score=nodes[p.index].score)
             for p in promoted

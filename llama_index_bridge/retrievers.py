@@ -28,14 +28,8 @@ from llama_index.core.schema import (
 )
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from core.adapters import (
-    check_option,
-    check_strategy_type,
-    chroma_collection,
-    lift_option,
-    refresh_strategy,
-    split_fields,
-)
+from core.adapter_lifecycle import StrategyAdapter
+from core.adapters import check_option, check_strategy_type, chroma_collection, lift_option
 from core.embed import LlamaIndexEmbedder
 from core.store import ChunkStore
 from core.strategies.base import COMMON_PROVENANCE_KEYS, Searchable, Strategy, check_k
@@ -131,11 +125,16 @@ def _check_query_type(query: object) -> QueryType:
     return query
 
 
+def _core_documents(documents: BaseNode | Sequence[BaseNode]) -> list[CoreDocument]:
+    """One LlamaIndex document or several, as core documents."""
+    return [from_llama_document(d) for d in ([documents] if isinstance(documents, BaseNode) else documents)]
+
+
 def _embedder(embed_model: Any) -> Any:
     return None if embed_model is None else LlamaIndexEmbedder(embed_model)
 
 
-class StrategyRetriever(BaseRetriever):
+class StrategyRetriever(BaseRetriever, StrategyAdapter):
     """LlamaIndex retriever over any bridge-rag strategy.
 
     Each call runs ``strategy.retrieve(query_str, k=k, **options)`` and turns every result into
@@ -176,12 +175,10 @@ class StrategyRetriever(BaseRetriever):
         ```
     """
 
-    #: The strategy the ``from_*`` constructors build (None: wrap a built one only).
-    strategy_cls: ClassVar[type[Strategy] | None] = None
     #: Keyword arguments of a named retriever that are ``retrieve`` options, with their types.
     option_fields: ClassVar[Mapping[str, type]] = {}
-    #: Option fields also given to the strategy's constructors, which save them as its default.
-    build_fields: ClassVar[tuple[str, ...]] = ()
+    #: LlamaIndex metadata filters are the retriever's, never the strategy's.
+    own_keywords: ClassVar[tuple[str, ...]] = ("filters",)
 
     def __init__(
         self,
@@ -232,9 +229,7 @@ class StrategyRetriever(BaseRetriever):
         defaults = getattr(strategy, "default_options", None) or {}
         for name, kind in self.option_fields.items():
             lift_option(fields, options, name)
-            value = fields.get(name)
-            if value is None:
-                value = defaults.get(name)
+            value = defaults.get(name) if fields.get(name) is None else fields[name]
             setattr(self, name, check_option(name, value, kind))
         self.filters = filters  # read at every query: assigning it later takes effect
         _with_filters(options, filters)  # fails early on a filter given twice
@@ -271,10 +266,7 @@ class StrategyRetriever(BaseRetriever):
         Returns:
             The strategy's results as scored nodes, best first.
         """
-        options = {
-            name: getattr(self, name) for name in self.option_fields if getattr(self, name) is not None
-        }
-        options.update(_with_filters(self.search_kwargs, self.filters))
+        options = self._field_options() | _with_filters(self.search_kwargs, self.filters)
         results = self.strategy.retrieve(query_bundle.query_str, k=self.k, **options)
         return [
             to_node_with_score(
@@ -295,23 +287,6 @@ class StrategyRetriever(BaseRetriever):
         return await asyncio.to_thread(self._retrieve, query_bundle)
 
     # ------------------------------------------------------------------ lifecycle
-    @classmethod
-    def _strategy_type(cls) -> type[Strategy]:
-        if cls.strategy_cls is None:
-            raise TypeError(f"{cls.__name__} declares no strategy; build one yourself and wrap it")
-        return cls.strategy_cls
-
-    @classmethod
-    def _split(cls, settings: dict[str, Any], *, build: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
-        """``settings`` as (retriever fields, strategy settings); a build shares its build fields.
-
-        ``filters`` (LlamaIndex metadata filters) is the retriever's, never the strategy's.
-        """
-        own, rest = split_fields(settings, cls.option_fields, cls.build_fields if build else ())
-        if "filters" in rest:
-            own["filters"] = rest.pop("filters")
-        return own, rest
-
     @classmethod
     def from_defaults(
         cls,
@@ -358,19 +333,18 @@ class StrategyRetriever(BaseRetriever):
                 search_kwargs=search_kwargs,
                 **settings,
             )
-        fields, settings = cls._split(settings)
-        if collection_name is not None:
-            settings["collection_name"] = collection_name
-        docs = [documents] if isinstance(documents, BaseNode) else list(documents)
-        strategy = cls._strategy_type().from_documents(
-            [from_llama_document(d) for d in docs],
+        return cls._built(
+            cls._strategy_type().from_documents,
+            _core_documents(documents),
+            k=similarity_top_k,
+            search_kwargs=search_kwargs,
+            collection_name=collection_name,
             embedder=_embedder(embed_model),
             persist_directory=persist_dir,
             llm=llm,
             show_progress=show_progress,
             **settings,
         )
-        return cls(strategy, k=similarity_top_k, search_kwargs=search_kwargs, **fields)
 
     @classmethod
     def from_vector_store(
@@ -406,15 +380,16 @@ class StrategyRetriever(BaseRetriever):
             TypeError: ``vector_store`` is not a Chroma vector store.
         """
         collection = chroma_collection(vector_store, "from_vector_store expects a ChromaVectorStore")
-        fields, settings = cls._split(settings)
-        strategy = cls._strategy_type().from_store(
+        return cls._built(
+            cls._strategy_type().from_store,
             ChunkStore(collection),
+            k=similarity_top_k,
+            search_kwargs=search_kwargs,
             embedder=_embedder(embed_model),
             llm=llm,
             show_progress=show_progress,
             **settings,
         )
-        return cls(strategy, k=similarity_top_k, search_kwargs=search_kwargs, **fields)
 
     @classmethod
     def from_persist_dir(
@@ -441,22 +416,16 @@ class StrategyRetriever(BaseRetriever):
         Returns:
             The retriever.
         """
-        fields, options = cls._split(options, build=False)
-        strategy = cls._strategy_type().load(
-            persist_dir, embedder=_embedder(embed_model), store=store, **options
+        return cls._built(
+            cls._strategy_type().load,
+            persist_dir,
+            k=similarity_top_k,
+            search_kwargs=search_kwargs,
+            build=False,
+            embedder=_embedder(embed_model),
+            store=store,
+            **options,
         )
-        return cls(strategy, k=similarity_top_k, search_kwargs=search_kwargs, **fields)
-
-    def refresh(self) -> bool:
-        """Switches a loaded index to the newest generation its writer saved, if any.
-
-        A retriever opened from an index directory also does this by itself, checking at most
-        every ``refresh_interval`` seconds (a load option; default 1 s, None: off).
-
-        Returns:
-            True when the strategy now serves a newer generation.
-        """
-        return refresh_strategy(self.strategy)
 
     def persist(self, persist_dir: str | os.PathLike[str]) -> None:
         """Saves the strategy's structures atomically (Chroma keeps the chunks)."""
@@ -468,9 +437,7 @@ class StrategyRetriever(BaseRetriever):
         Returns:
             The document ids.
         """
-        docs = [documents] if isinstance(documents, BaseNode) else list(documents)
-        ids: list[str] = self.strategy.add_documents([from_llama_document(d) for d in docs])
-        return ids
+        return self._add(_core_documents(documents))
 
     def delete_ref_doc(self, ref_doc_id: str, *, filter: Mapping[str, Any] | None = None) -> int:
         """Removes one document (all its chunks); returns how many chunks were removed.
@@ -484,10 +451,9 @@ class StrategyRetriever(BaseRetriever):
         """
         if not isinstance(ref_doc_id, str):
             raise TypeError(f"ref_doc_id must be a document id (a str), got {type(ref_doc_id).__name__}")
-        own = _with_filters(self.search_kwargs, self.filters).get("filter")
-        scope = filter if filter is not None else own
-        removed: int = self.strategy.delete_documents([ref_doc_id], filter=scope)
-        return removed
+        return self._delete(
+            [ref_doc_id], filter, _with_filters(self.search_kwargs, self.filters).get("filter")
+        )
 
 
 def _with_filters(options: Mapping[str, Any], filters: MetadataFilters | None) -> dict[str, Any]:
@@ -646,16 +612,17 @@ class BubbleRetriever(StrategyRetriever):
         Returns:
             The retriever.
         """
-        fields, graph_options = cls._split(graph_options)
-        strategy = BubbleRAG.from_networkx(
+        return cls._built(
+            BubbleRAG.from_networkx,
             graph,
+            k=similarity_top_k,
+            search_kwargs=search_kwargs,
             embedder=_embedder(embed_model),
             documents=None if documents is None else [from_llama_document(d) for d in documents],
             llm=llm,
             show_progress=show_progress,
             **graph_options,
         )
-        return cls(strategy, k=similarity_top_k, search_kwargs=search_kwargs, **fields)
 
     def to_networkx(self) -> Any:
         """The knowledge graph as a ``networkx.MultiGraph``."""

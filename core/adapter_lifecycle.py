@@ -1,0 +1,119 @@
+"""The half of both frameworks' ``StrategyRetriever`` that does not depend on the framework.
+
+A framework adapter subclasses its framework's ``BaseRetriever`` and :class:`StrategyAdapter`.
+It keeps its framework's spelling of every public method (names, signatures, docstrings) and
+hands the work here: building or loading the strategy, splitting the constructor's keyword
+arguments, collecting the option fields of a query, refreshing, adding and deleting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+from core.adapters import split_fields
+from core.strategies.base import Strategy
+from core.types import Document
+
+__all__ = ["StrategyAdapter"]
+
+
+class StrategyAdapter:
+    """Mixin of a framework retriever over a bridge-rag strategy (``self.strategy``).
+
+    A named retriever declares :attr:`strategy_cls`, :attr:`option_fields` and
+    :attr:`build_fields`; the framework's base declares :attr:`own_keywords` and
+    :attr:`no_strategy_hint`. Its constructor takes ``strategy``, ``k``, ``search_kwargs``
+    and the option fields as keyword arguments.
+    """
+
+    #: The strategy the ``from_*`` constructors build (None: wrap a built one only).
+    strategy_cls: ClassVar[type[Strategy] | None] = None
+    #: Fields of a named retriever that are ``retrieve`` options (forwarded when not None).
+    option_fields: ClassVar[Collection[str]] = ()
+    #: Option fields also given to the strategy's constructors, which save them as its default.
+    build_fields: ClassVar[tuple[str, ...]] = ()
+    #: Constructor keywords that are the retriever's own (besides the option fields), never
+    #: the strategy's settings.
+    own_keywords: ClassVar[tuple[str, ...]] = ()
+    #: What the error of a retriever that declares no strategy tells its user to do instead.
+    no_strategy_hint: ClassVar[str] = "build one yourself and wrap it"
+
+    if TYPE_CHECKING:
+        strategy: Any
+
+        def __init__(self, **kwargs: Any) -> None: ...
+
+    @classmethod
+    def _built(
+        cls,
+        make: Callable[..., Any],
+        *args: Any,
+        k: int,
+        search_kwargs: Mapping[str, Any] | None,
+        collection_name: str | None = None,
+        build: bool = True,
+        **settings: Any,
+    ) -> Self:
+        """A retriever over the strategy that ``make`` builds or loads.
+
+        Args:
+            make: The strategy constructor (``from_documents``, ``from_store``, ``load``, ...).
+            *args: Its positional arguments.
+            k: The retriever's number of results.
+            search_kwargs: The retriever's default query options.
+            collection_name: The Chroma collection name given to ``make`` (None: not given).
+            build: ``make`` builds a new index, which saves the build fields as its defaults
+                (False for a load: a given field then overrides the saved default per query).
+            **settings: ``make``'s keyword arguments mixed with the retriever's own fields
+                and keywords, which are taken out for the retriever.
+
+        Returns:
+            The retriever.
+        """
+        own, rest = split_fields(
+            settings, (*cls.option_fields, *cls.own_keywords), cls.build_fields if build else ()
+        )
+        if collection_name is not None:
+            rest["collection_name"] = collection_name
+        return cls(strategy=make(*args, **rest), k=k, search_kwargs=dict(search_kwargs or {}), **own)
+
+    @classmethod
+    def _strategy_type(cls) -> type[Strategy]:
+        """The declared strategy class.
+
+        Raises:
+            TypeError: The retriever declares none.
+        """
+        if cls.strategy_cls is None:
+            raise TypeError(f"{cls.__name__} declares no strategy; {cls.no_strategy_hint}")
+        return cls.strategy_cls
+
+    def _field_options(self) -> dict[str, Any]:
+        """The option fields that are set (not None), as ``retrieve`` options."""
+        return {name: getattr(self, name) for name in self.option_fields if getattr(self, name) is not None}
+
+    def refresh(self) -> bool:
+        """Switches a loaded index to the newest generation its writer saved, if any.
+
+        A retriever opened from an index directory also does this by itself, checking at most
+        every ``refresh_interval`` seconds (a load option; default 1 s, None: off).
+
+        Returns:
+            True when the strategy now serves a newer generation; False otherwise, and for
+            strategies without ``refresh`` (test doubles, baselines).
+        """
+        refresh = getattr(self.strategy, "refresh", None)
+        return bool(refresh()) if callable(refresh) else False
+
+    def _add(self, documents: Sequence[Document]) -> list[str]:
+        """Indexes converted documents without a rebuild; returns their document ids."""
+        ids: list[str] = self.strategy.add_documents(documents)
+        return ids
+
+    def _delete(
+        self, ids: Sequence[str], filter: Mapping[str, Any] | None, own: Mapping[str, Any] | None
+    ) -> int:
+        """Removes documents by id from the rows that pass ``filter``, else the retriever's ``own``."""
+        removed: int = self.strategy.delete_documents(ids, filter=filter if filter is not None else own)
+        return removed
