@@ -63,11 +63,10 @@ def _offline_models() -> None:
     from core.entities import RuleBasedEntityExtractor
     from core.strategies import lifecycle
     from core.strategies.bridge import strategy as bridge
-    from core.strategies.bubble import strategy as bubble
     from core.strategies.umg import strategy as umg
     from tests.reliability.cases import wiring_embedder
 
-    for module in (bridge, umg, bubble, lifecycle):
+    for module in (lifecycle, umg):  # where a strategy's embedder is made (umg: from_store)
         original = module.as_embedder
         module.as_embedder = lambda e, _o=original: _o(e if e is not None else wiring_embedder())
     for module in (bridge, umg):
