@@ -23,6 +23,7 @@ import asyncio
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+import numpy as np
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, RetrieverLike
@@ -49,9 +50,13 @@ def _metadata_scores(docs: Sequence[Document]) -> list[float] | None:
 
 def _bm25_scored(retriever: Any, query: str) -> Scored:
     """LangChain's ``BM25Retriever`` results with the BM25 scores it computes but drops."""
-    scores = retriever.vectorizer.get_scores(retriever.preprocess_func(query))
-    top = sorted(range(len(scores)), key=lambda i: -float(scores[i]))[: retriever.k]
-    return [retriever.docs[i] for i in top], [float(scores[i]) for i in top]
+    scores = np.asarray(retriever.vectorizer.get_scores(retriever.preprocess_func(query)), dtype=np.float64)
+    k = min(int(retriever.k), scores.size)
+    if k <= 0:
+        return [], []
+    head = np.argpartition(-scores, k - 1)[:k]
+    top = head[np.argsort(-scores[head], kind="stable")]
+    return [retriever.docs[i] for i in top.tolist()], scores[top].tolist()
 
 
 def _is_bm25(retriever: Any) -> bool:
