@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar, TypeVar
 
-__all__ = ["StrategyConfig"]
+__all__ = ["ChunkingConfig", "StrategyConfig"]
 
 C = TypeVar("C", bound="StrategyConfig")
 
@@ -100,3 +100,30 @@ class StrategyConfig:
         if unknown:
             raise TypeError(f"unknown {label} setting(s): {', '.join(unknown)}; see {cls.__name__}")
         return cls(**{**(config.to_dict() if config is not None else {}), **overrides})
+
+
+@dataclass(frozen=True)
+class ChunkingConfig:
+    """The chunking settings of a strategy that cuts its own chunks.
+
+    ``BridgeConfig`` and ``BubbleConfig`` derive from it (after :class:`StrategyConfig`), so
+    both have these fields, with these names and defaults, and the same range checks.
+
+    Attributes:
+        chunk_size: Largest chunk, in characters (chunks keep whole sentences); None = what
+            fits the embedder's input window (:func:`core.embed.window_chars`).
+        chunk_overlap: Characters of trailing sentences repeated in the next chunk.
+    """
+
+    chunk_size: int | None = None
+    chunk_overlap: int = 64
+
+    def chunking_checks(self) -> list[tuple[str, bool]]:
+        """Range checks of the chunking settings, as a strategy config's ``checks()`` lists them."""
+        return [
+            ("chunk_size must be None or >= 1", self.chunk_size is None or self.chunk_size >= 1),
+            (
+                "chunk_overlap must be >= 0 and below chunk_size",
+                0 <= self.chunk_overlap < (self.chunk_size if self.chunk_size is not None else 1 << 30),
+            ),
+        ]

@@ -31,19 +31,32 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, cast
 
+import numpy as np
+import numpy.typing as npt
+
 from core.embed import Embedder, as_embedder, window_chars
 from core.filters import MetadataFilter, parse_filter
 from core.persist import FileData, save_index
 from core.store import ChunkStore
 from core.strategies.base import check_doc_ids, check_k, check_query
-from core.strategies.common import check_embedder, default_store, jsonable, open_index, store_from_meta
+from core.strategies.common import (
+    check_embedder,
+    default_store,
+    embed_in_batches,
+    jsonable,
+    normalise_rows,
+    open_index,
+    store_from_meta,
+    timed,
+)
 from core.strategies.config import StrategyConfig
 from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows
-from core.strategies.table import ChunkTable
-from core.types import Document
+from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents
+from core.types import BuildReport, Document
 from core.writer_lock import WriterLock
 
 L = TypeVar("L", bound="IndexLifecycle")
+FloatMatrix = npt.NDArray[np.float32]
 
 __all__ = ["ChunkedIndex", "IndexLifecycle"]
 
@@ -524,7 +537,33 @@ class IndexLifecycle(Follows):
 
 
 class ChunkedIndex(IndexLifecycle):
-    """A strategy over chunks it cuts itself (Bridge-RAG, BubbleRAG): their size and count."""
+    """A strategy over chunks it cuts itself (Bridge-RAG, BubbleRAG): their size and count.
+
+    New documents are chunked, embedded and stored here the same way for every such
+    strategy; the strategy indexes the stored rows in its own structures (:meth:`_extend`).
+    """
+
+    report: BuildReport
+    show_progress: bool
+
+    def _index_documents(self, docs: list[Document], *, first_build: bool) -> list[str]:
+        with timed(self.report, "chunk"):
+            doc_ids, rows = chunk_new_documents(
+                docs,
+                self._table.doc_rows,
+                chunk_size=self.chunk_size,
+                chunk_overlap=self.config.chunk_overlap,
+            )
+        with timed(self.report, "embed"):
+            embeddings = embed_in_batches(self.embedder, rows.texts, show_progress=self.show_progress)
+        with timed(self.report, "store"):
+            self._store_rows(rows.ids, rows.texts, embeddings, rows.metadatas, first_build=first_build)
+        self._extend(rows, normalise_rows(embeddings), first_build=first_build)
+        return doc_ids
+
+    def _extend(self, rows: ChunkRows, embeddings: FloatMatrix, *, first_build: bool) -> None:
+        """Indexes chunk rows already in Chroma (unit-normalised embeddings) in the strategy's structures."""
+        raise NotImplementedError  # pragma: no cover
 
     @property
     def chunk_size(self) -> int:

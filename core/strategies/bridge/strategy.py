@@ -60,14 +60,12 @@ from core.strategies.bridge.hierarchy import group_by_meaning, weighted_centroid
 from core.strategies.common import (
     DOC_ID_KEY,
     check_query_vector,
-    embed_in_batches,
     fit_mask,
     mask_at,
-    normalise_rows,
     row_cosines,
     timed,
 )
-from core.strategies.config import StrategyConfig
+from core.strategies.config import ChunkingConfig, StrategyConfig
 from core.strategies.entity_links import (
     EntityLinks,
     HopConfig,
@@ -79,9 +77,9 @@ from core.strategies.entity_links import (
 from core.strategies.follow import follows_writer
 from core.strategies.lifecycle import ChunkedIndex
 from core.strategies.subjects import UnitSubjects, unit_subjects
-from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
+from core.strategies.table import ChunkRows, ChunkTable, stored_rows
 from core.text import query_ngrams, title_entities
-from core.types import BuildReport, Document, Retrieved
+from core.types import BuildReport, Retrieved
 from core.vector_index import HEADER_FILE, VectorIndex
 
 __all__ = ["BridgeConfig", "BridgeRAG"]
@@ -106,7 +104,7 @@ _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 @dataclass(frozen=True)
-class BridgeConfig(StrategyConfig, HopConfig):
+class BridgeConfig(StrategyConfig, ChunkingConfig, HopConfig):
     """Settings of a Bridge-RAG index.
 
     Attributes:
@@ -153,8 +151,6 @@ class BridgeConfig(StrategyConfig, HopConfig):
         max_query_chars: Longest accepted query.
     """
 
-    chunk_size: int | None = None
-    chunk_overlap: int = 64
     abstract_size: int = 5
     branching: int = 4
     depth: int = 0
@@ -178,11 +174,7 @@ class BridgeConfig(StrategyConfig, HopConfig):
     def checks(self) -> list[tuple[str, bool]]:
         """Bridge-RAG's range checks."""
         return [
-            ("chunk_size must be None or >= 1", self.chunk_size is None or self.chunk_size >= 1),
-            (
-                "chunk_overlap must be >= 0 and below chunk_size",
-                0 <= self.chunk_overlap < (self.chunk_size if self.chunk_size is not None else 1 << 30),
-            ),
+            *self.chunking_checks(),
             ("abstract_size must be >= 1", self.abstract_size >= 1),
             ("branching must be >= 2", self.branching >= 2),
             ("depth must be >= 0", self.depth >= 0),
@@ -602,21 +594,6 @@ class BridgeRAG(ChunkedIndex):
         return {"entity_extractor": self.entity_extractor, "llm": self.llm}
 
     # ------------------------------------------------------------------ internals: build
-    def _index_documents(self, docs: list[Document], *, first_build: bool) -> list[str]:
-        with timed(self.report, "chunk"):
-            doc_ids, rows = chunk_new_documents(
-                docs,
-                self._table.doc_rows,
-                chunk_size=self.chunk_size,
-                chunk_overlap=self.config.chunk_overlap,
-            )
-        with timed(self.report, "embed"):
-            embeddings = embed_in_batches(self.embedder, rows.texts, show_progress=self.show_progress)
-        with timed(self.report, "store"):
-            self._store_rows(rows.ids, rows.texts, embeddings, rows.metadatas, first_build=first_build)
-        self._extend(rows, normalise_rows(embeddings), first_build=first_build)
-        return doc_ids
-
     def _extend(self, rows: ChunkRows, embeddings: FloatMatrix, *, first_build: bool) -> None:
         """Adds chunk rows (already in Chroma): abstracts, hierarchy, entities."""
         with self._lock:

@@ -69,7 +69,7 @@ from core.strategies.common import (
     row_cosines,
     timed,
 )
-from core.strategies.config import StrategyConfig
+from core.strategies.config import ChunkingConfig, StrategyConfig
 from core.strategies.entity_links import (
     EntityLinks,
     HopConfig,
@@ -82,7 +82,7 @@ from core.strategies.entity_links import (
 from core.strategies.follow import follows_writer
 from core.strategies.lifecycle import ChunkedIndex
 from core.strategies.subjects import unit_subjects
-from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents, stored_rows
+from core.strategies.table import ChunkRows, ChunkTable, stored_rows
 from core.text import make_doc_id
 from core.types import BuildReport, Document, Retrieved
 from core.vector_index import DEFAULT_EXACT_BELOW
@@ -98,7 +98,7 @@ _CONCEPT_CACHE = 4096  # concept vectors kept between queries
 
 
 @dataclass(frozen=True)
-class BubbleConfig(StrategyConfig, HopConfig):
+class BubbleConfig(StrategyConfig, ChunkingConfig, HopConfig):
     """Settings of a BubbleRAG index.
 
     Attributes:
@@ -136,8 +136,6 @@ class BubbleConfig(StrategyConfig, HopConfig):
         max_query_chars: Longest accepted query.
     """
 
-    chunk_size: int | None = None
-    chunk_overlap: int = 64
     k: int = 4
     cooccurrence: bool = True
     title_edges: bool = True
@@ -165,11 +163,7 @@ class BubbleConfig(StrategyConfig, HopConfig):
     def checks(self) -> list[tuple[str, bool]]:
         """BubbleRAG's range checks."""
         return [
-            ("chunk_size must be None or >= 1", self.chunk_size is None or self.chunk_size >= 1),
-            (
-                "chunk_overlap must be >= 0 and below chunk_size",
-                0 <= self.chunk_overlap < (self.chunk_size if self.chunk_size is not None else 1 << 30),
-            ),
+            *self.chunking_checks(),
             ("k must be >= 1", self.k >= 1),
             ("max_concepts must be >= 0", self.max_concepts >= 0),
             ("anchors must be >= 1", self.anchors >= 1),
@@ -313,7 +307,7 @@ class BubbleRAG(ChunkedIndex):
     def _index_stored(self) -> None:
         assert self.store is not None
         rows, vectors = stored_rows(self.store, self.embedder.dimension, ordered=False)
-        self._extend(rows, vectors)
+        self._extend(rows, vectors, first_build=True)
 
     @classmethod
     def from_networkx(
@@ -937,22 +931,10 @@ class BubbleRAG(ChunkedIndex):
     # ------------------------------------------------------------------ build internals
     def _index_documents(self, docs: list[Document], *, first_build: bool) -> list[str]:
         self._require_store("indexing documents")
-        with timed(self.report, "chunk"):
-            doc_ids, chunks = chunk_new_documents(
-                docs,
-                self._table.doc_rows,
-                chunk_size=self.chunk_size,
-                chunk_overlap=self.config.chunk_overlap,
-            )
-        with timed(self.report, "embed"):
-            vectors = embed_in_batches(self.embedder, chunks.texts, show_progress=self.show_progress)
-        with timed(self.report, "store"):
-            self._store_rows(chunks.ids, chunks.texts, vectors, chunks.metadatas, first_build=first_build)
-        self._extend(chunks, normalise_rows(vectors))
-        return doc_ids
+        return super()._index_documents(docs, first_build=first_build)
 
-    def _extend(self, chunks: ChunkRows, vectors: FloatMatrix) -> None:
-        """Adds chunk rows (already in Chroma) and their triples to the graph.
+    def _extend(self, chunks: ChunkRows, vectors: FloatMatrix, *, first_build: bool) -> None:
+        """Adds chunk rows (already in Chroma) and their triples to the graph (a first build or not alike).
 
         The triples are extracted first; the graph, links and table change while no query runs.
         """
