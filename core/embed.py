@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -416,12 +416,39 @@ class SentenceTransformerEmbedder(_BaseEmbedder):
         return self._encode("encode_query", [text])
 
 
-class LangChainEmbedder(_BaseEmbedder):
+class _FrameworkEmbedder(_BaseEmbedder):
+    """Wraps a framework's embedding model: texts go to its batch method, a query to its query method."""
+
+    #: The model's batch and query methods, what the model is (for the error) and the prefix
+    #: of the derived name.
+    documents_method: ClassVar[str]
+    query_method: ClassVar[str]
+    kind: ClassVar[str]
+    prefix: ClassVar[str]
+
+    def __init__(self, model: Any, name: str | None, dimension: int | None) -> None:
+        _require_methods(model, (self.documents_method, self.query_method), self.kind)
+        self._model = model
+        super().__init__(name or f"{self.prefix}:{_model_label(model)}", dimension)
+
+    def _embed_documents(self, texts: list[str]) -> Any:
+        return getattr(self._model, self.documents_method)(texts)
+
+    def _embed_query(self, text: str) -> Any:
+        return [getattr(self._model, self.query_method)(text)]
+
+
+class LangChainEmbedder(_FrameworkEmbedder):
     """Wraps a LangChain ``Embeddings`` (anything with ``embed_documents`` and ``embed_query``).
 
     Attributes:
         embeddings: The wrapped object.
     """
+
+    documents_method: ClassVar[str] = "embed_documents"
+    query_method: ClassVar[str] = "embed_query"
+    kind: ClassVar[str] = "a LangChain Embeddings"
+    prefix: ClassVar[str] = "langchain"
 
     def __init__(self, embeddings: Any, *, name: str | None = None, dimension: int | None = None) -> None:
         """Wraps ``embeddings``.
@@ -435,23 +462,25 @@ class LangChainEmbedder(_BaseEmbedder):
         Raises:
             TypeError: If the methods are missing.
         """
-        _require_methods(embeddings, ("embed_documents", "embed_query"), "a LangChain Embeddings")
-        self.embeddings = embeddings
-        super().__init__(name or f"langchain:{_model_label(embeddings)}", dimension)
+        super().__init__(embeddings, name, dimension)
 
-    def _embed_documents(self, texts: list[str]) -> Any:
-        return self.embeddings.embed_documents(texts)
-
-    def _embed_query(self, text: str) -> Any:
-        return [self.embeddings.embed_query(text)]
+    @property
+    def embeddings(self) -> Any:
+        """The wrapped LangChain ``Embeddings``."""
+        return self._model
 
 
-class LlamaIndexEmbedder(_BaseEmbedder):
+class LlamaIndexEmbedder(_FrameworkEmbedder):
     """Wraps a LlamaIndex ``BaseEmbedding`` (``get_text_embedding_batch``/``get_query_embedding``).
 
     Attributes:
         embed_model: The wrapped object.
     """
+
+    documents_method: ClassVar[str] = "get_text_embedding_batch"
+    query_method: ClassVar[str] = "get_query_embedding"
+    kind: ClassVar[str] = "a LlamaIndex BaseEmbedding"
+    prefix: ClassVar[str] = "llama-index"
 
     def __init__(self, embed_model: Any, *, name: str | None = None, dimension: int | None = None) -> None:
         """Wraps ``embed_model``.
@@ -465,17 +494,12 @@ class LlamaIndexEmbedder(_BaseEmbedder):
         Raises:
             TypeError: If the methods are missing.
         """
-        _require_methods(
-            embed_model, ("get_text_embedding_batch", "get_query_embedding"), "a LlamaIndex BaseEmbedding"
-        )
-        self.embed_model = embed_model
-        super().__init__(name or f"llama-index:{_model_label(embed_model)}", dimension)
+        super().__init__(embed_model, name, dimension)
 
-    def _embed_documents(self, texts: list[str]) -> Any:
-        return self.embed_model.get_text_embedding_batch(texts)
-
-    def _embed_query(self, text: str) -> Any:
-        return [self.embed_model.get_query_embedding(text)]
+    @property
+    def embed_model(self) -> Any:
+        """The wrapped LlamaIndex ``BaseEmbedding``."""
+        return self._model
 
 
 class CallableEmbedder(_BaseEmbedder):
