@@ -2,6 +2,7 @@
 
 from langchain_bridge.compressors import ParentPromotionCompressor
 from langchain_bridge.fusion import UncertaintyFusionRetriever
+from langchain_bridge.hop import EntityHopCompressor
 from langchain_bridge.retrievers import (
     BridgeRetriever,
     BubbleRetriever,
@@ -14,6 +15,7 @@ from langchain_bridge.retrievers import (
 __all__ = [
     "BridgeRetriever",
     "BubbleRetriever",
+    "EntityHopCompressor",
     "ParentPromotionCompressor",
     "StrategyRetriever",
     "UMGRetriever",

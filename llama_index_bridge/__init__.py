@@ -1,6 +1,7 @@
 """LlamaIndex adapters for bridge-rag strategies: the retrievers and ``ParentPromotionPostprocessor``."""
 
 from llama_index_bridge.fusion import UncertaintyFusionRetriever
+from llama_index_bridge.hop import EntityHopPostprocessor
 from llama_index_bridge.postprocessors import ParentPromotionPostprocessor
 from llama_index_bridge.retrievers import (
     BridgeRetriever,
@@ -14,6 +15,7 @@ from llama_index_bridge.retrievers import (
 __all__ = [
     "BridgeRetriever",
     "BubbleRetriever",
+    "EntityHopPostprocessor",
     "ParentPromotionPostprocessor",
     "StrategyRetriever",
     "UMGRetriever",

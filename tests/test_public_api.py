@@ -37,6 +37,7 @@ EXPECTED = {
     "langchain_bridge": [
         "BridgeRetriever",
         "BubbleRetriever",
+        "EntityHopCompressor",
         "ParentPromotionCompressor",
         "StrategyRetriever",
         "UMGRetriever",
@@ -47,6 +48,7 @@ EXPECTED = {
     "llama_index_bridge": [
         "BridgeRetriever",
         "BubbleRetriever",
+        "EntityHopPostprocessor",
         "ParentPromotionPostprocessor",
         "StrategyRetriever",
         "UMGRetriever",

@@ -32,6 +32,7 @@ __all__ = [
     "LangChainPeer",
     "LlamaIndexPeer",
     "build_langchain_ensemble",
+    "build_langchain_entity_hop",
     "build_langchain_uncertainty_fusion",
     "build_llamaindex_fusion",
     "langchain_embeddings",
@@ -237,6 +238,35 @@ def build_langchain_uncertainty_fusion(ctx: BenchContext) -> LangChainPeer:
 
     fusion = UncertaintyFusionRetriever(retrievers=_langchain_bm25_and_chroma(ctx), weights=[0.5, 0.5])
     return LangChainPeer(fusion, "langchain-uncertainty-fusion")
+
+
+def build_langchain_entity_hop(ctx: BenchContext) -> LangChainPeer:
+    """``ContextualCompressionRetriever``: a Chroma retriever (``2k``) then ``EntityHopCompressor`` (``k``).
+
+    The compressor's index is Bridge-RAG built from the shared collection (no re-embedding).
+
+    Raises:
+        ImportError: A LangChain package is missing (the message says which to install).
+    """
+    with _needs(_LANGCHAIN_HINT):
+        from langchain_chroma import Chroma
+        from langchain_classic.retrievers import ContextualCompressionRetriever
+    from core.entity_hop import EntityHopWalk
+    from langchain_bridge.hop import EntityHopCompressor
+
+    corpus = ctx.corpus
+    vectorstore = Chroma(
+        client=corpus.store.client,
+        collection_name=corpus.store.name,
+        embedding_function=langchain_embeddings(ctx.embedder),
+        create_collection_if_not_exists=False,
+    )
+    walk = EntityHopWalk.from_store(corpus.store, embedder=ctx.embedder, k=ctx.k)
+    retriever = ContextualCompressionRetriever(
+        base_compressor=EntityHopCompressor(walk=walk, k=ctx.k),
+        base_retriever=vectorstore.as_retriever(search_kwargs={"k": 2 * ctx.k}),
+    )
+    return LangChainPeer(retriever, "entity-hop")
 
 
 def _langchain_bm25_and_chroma(ctx: BenchContext) -> list[Any]:

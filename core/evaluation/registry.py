@@ -225,6 +225,12 @@ def _langchain_uncertainty_fusion(ctx: BenchContext) -> Any:
     return build_langchain_uncertainty_fusion(ctx)
 
 
+def _langchain_entity_hop(ctx: BenchContext) -> Any:
+    from core.evaluation.peers import build_langchain_entity_hop
+
+    return build_langchain_entity_hop(ctx)
+
+
 def _llamaindex_fusion(ctx: BenchContext) -> Any:
     from core.evaluation.peers import build_llamaindex_fusion
 
@@ -335,6 +341,15 @@ for _spec in (
         reuses="collection",
         requires=_LANGCHAIN,
         family="ours",
+    ),
+    StrategySpec(
+        "entity-hop",
+        "ContextualCompressionRetriever: a langchain_chroma retriever (2k) on the shared collection, then "
+        "langchain_bridge.EntityHopCompressor (k) over Bridge-RAG built from that collection",
+        _langchain_entity_hop,
+        query=TEXT_QUERY,
+        reuses="collection",
+        requires=_LANGCHAIN,
     ),
     StrategySpec(
         "llamaindex-fusion",

@@ -1,0 +1,216 @@
+"""Multi-hop as a post-processing step: the entity-hop walk from another retriever's results.
+
+An app keeps its retriever (a vector store, an ensemble, a reranker); its results become the
+seeds of the zero-token entity-hop walk (:meth:`core.strategies.entity_links.EntityLinks.propagate`)
+over an index built once from the same corpus, a Bridge-RAG index (built from the same
+documents or the same Chroma collection, or opened from a bridge-rag index directory):
+
+1. each seed is found among the index's chunks, by its id (a chunk id of the collection),
+   else by its text (whitespace folded); a seed found nowhere keeps its place;
+2. the query is embedded once; the query's entity names link hop 1, the best seeds' names
+   the later hops, exactly as in Bridge-RAG's walk (:class:`~core.strategies.entity_links.HopConfig`,
+   the index's settings);
+3. the seeds and the chunks the walk reached are ranked by cosine plus their hop bonus, the
+   retriever's confident best hit kept (:func:`~core.strategies.entity_links.keep_confident_head`).
+
+Nothing here imports a framework: ``langchain_bridge.EntityHopCompressor`` and
+``llama_index_bridge.EntityHopPostprocessor`` wrap it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from core.store import ChunkStore
+from core.strategies.bridge.strategy import BridgeRAG
+from core.strategies.common import DOC_ID_KEY, row_cosines
+from core.strategies.entity_links import Reached, keep_confident_head
+from core.strategies.follow import follows_writer
+from core.types import Document, Retrieved
+
+__all__ = ["EntityHopWalk", "HopHit", "Seed"]
+
+
+@dataclass(frozen=True)
+class Seed:
+    """One result of the first retriever.
+
+    Attributes:
+        id: Its id (a chunk id of the indexed collection), if it has one.
+        text: Its text.
+    """
+
+    id: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class HopHit:
+    """One merged result: a seed (``seed`` is its index), or a chunk the walk reached.
+
+    Attributes:
+        seed: The seed's index in the caller's list, or None for a chunk the walk reached.
+        result: The chunk with its provenance (``found_by`` ``retriever`` or ``hop``,
+            ``score``, ``cosine``, ``hop``, ``hop_score``, ``hop_entities``); None for a seed
+            the index does not hold (kept as the retriever gave it).
+    """
+
+    seed: int | None
+    result: Retrieved | None
+
+
+def _folded(text: str) -> str:
+    return " ".join(text.split())
+
+
+class EntityHopWalk:
+    """The entity-hop walk over a Bridge-RAG index, seeded by another retriever's results.
+
+    Args:
+        index: The Bridge-RAG index of the corpus the first retriever searches.
+        k: Results returned by default.
+
+    Example:
+        >>> walk = EntityHopWalk.from_documents(docs)  # doctest: +SKIP
+        >>> hits = walk.expand("Where was the composer of the song born?", seeds, k=5)  # doctest: +SKIP
+    """
+
+    def __init__(self, index: BridgeRAG, k: int = 4) -> None:
+        if not isinstance(index, BridgeRAG):
+            raise TypeError(f"EntityHopWalk needs a BridgeRAG index, got {type(index).__name__}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be an int >= 1, got {k!r}")
+        self.index = index
+        self.k = k
+        self._by_text: dict[str, int] | None = None
+        self._by_text_rows = -1
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Sequence[Document],
+        *,
+        embedder: Any = None,
+        persist_directory: str | os.PathLike[str] | None = None,
+        k: int = 4,
+        show_progress: bool = False,
+        **settings: Any,
+    ) -> EntityHopWalk:
+        """Builds the index from the first retriever's corpus (:meth:`BridgeRAG.from_documents`)."""
+        index = BridgeRAG.from_documents(
+            documents,
+            embedder=embedder,
+            persist_directory=persist_directory,
+            show_progress=show_progress,
+            **settings,
+        )
+        return cls(index, k)
+
+    @classmethod
+    def from_store(
+        cls, store: ChunkStore, *, embedder: Any = None, k: int = 4, **settings: Any
+    ) -> EntityHopWalk:
+        """Builds the index over the chunks of the first retriever's Chroma collection (not re-embedded)."""
+        return cls(BridgeRAG.from_store(store, embedder=embedder, show_progress=False, **settings), k)
+
+    @classmethod
+    def load(
+        cls, path: str | os.PathLike[str], *, embedder: Any = None, k: int = 4, **models: Any
+    ) -> EntityHopWalk:
+        """Opens a bridge-rag index directory (built with ``persist_directory`` or ``bridge-rag index``)."""
+        return cls(BridgeRAG.load(path, embedder=embedder, **models), k)
+
+    def expand(self, query: str, seeds: Sequence[Seed], k: int | None = None) -> list[HopHit]:
+        """The seeds and the chunks the walk reaches from them, merged, best first.
+
+        Args:
+            query: The question.
+            seeds: The first retriever's results, best first.
+            k: Results (default ``self.k``).
+
+        Returns:
+            At most ``k`` hits: seeds the index holds and reached chunks ranked by cosine plus
+            hop bonus; a seed the index does not hold keeps its rank among the seeds.
+
+        Raises:
+            TypeError, ValueError: A bad query or ``k`` (as ``retrieve`` checks them).
+        """
+        idx = self.index
+        text, n, _ = idx._query_args(query, k if k is not None else self.k, None, {})
+        qv = idx.embedder.embed_query(text)  # the one query embedding this step adds
+        return list(follows_writer(_walk)(idx, self, text, qv, seeds, n))
+
+    def _row_of(self, seed: Seed) -> int | None:
+        table = self.index._table
+        if seed.id is not None and seed.id in table.id_to_row:
+            row = table.id_to_row[seed.id]
+            return row if table.alive[row] else None
+        if self._by_text is None or self._by_text_rows != len(table):
+            self._by_text = {}
+            for i, chunk in enumerate(table.texts):
+                self._by_text.setdefault(_folded(chunk), i)
+            self._by_text_rows = len(table)
+        found = self._by_text.get(_folded(seed.text))
+        return found if found is not None and table.alive[found] else None
+
+
+def _walk(
+    idx: BridgeRAG, walk: EntityHopWalk, text: str, qv: Any, seeds: Sequence[Seed], k: int
+) -> list[HopHit]:
+    table, cfg = idx._table, idx.config
+    rows = [walk._row_of(s) for s in seeds]
+    mapped = [r for r in rows if r is not None]
+    if not mapped:  # nothing to walk from: the retriever's own results
+        return [HopHit(i, None) for i in range(min(k, len(seeds)))]
+    matrix, alive = table.matrix, table.alive
+    cos_of = dict(
+        zip(mapped, row_cosines(qv, matrix, np.asarray(mapped, dtype=np.int64)).tolist(), strict=True)
+    )
+    seed_cos = [(r, cos_of[r]) for r in dict.fromkeys(mapped)]
+    reached: dict[int, Reached] = {}
+    links = idx._links
+    if cfg.link_hops > 0:
+        linked = links.live(links.link(text, (), max_ngram=cfg.link_max_ngram), alive)
+        if linked:
+            cos_of, reached = links.propagate(
+                linked, cos_of, config=cfg, alive=alive, cosine=lambda r: row_cosines(qv, matrix, r)
+            )
+    total = {r: c + (reached[r].bonus if r in reached else 0.0) for r, c in cos_of.items()}
+    ranked = sorted(total, key=lambda r: (-total[r], r))
+    dense = sorted(seed_cos, key=lambda rc: -rc[1])
+    kept = keep_confident_head(ranked, dense, k)
+    seed_of = {r: i for i, r in reversed(list(enumerate(rows))) if r is not None}
+    hits = [
+        HopHit(seed_of.get(r), _result(idx, r, total[r], cos_of[r], reached.get(r), r in seed_of))
+        for r in kept
+    ]
+    # Seeds the index does not hold keep their rank among the seeds.
+    for i, row in enumerate(rows):
+        if row is None and i < k:
+            hits.insert(min(i, len(hits)), HopHit(i, None))
+    return hits[:k]
+
+
+def _result(
+    idx: BridgeRAG, row: int, score: float, cosine: float, walk: Reached | None, seed: bool
+) -> Retrieved:
+    table = idx._table
+    meta = dict(table.metadatas[row])
+    meta.setdefault(DOC_ID_KEY, table.doc_ids[row])
+    meta.update(
+        {
+            "strategy": "entity-hop",
+            "score": score,
+            "cosine": cosine,
+            "hop": walk.hop if walk is not None else 0,
+            "hop_score": walk.bonus if walk is not None else 0.0,
+            "hop_entities": list(walk.via) if walk is not None else [],
+            "found_by": "retriever" if seed else "hop",
+        }
+    )
+    return Retrieved(id=table.ids[row], text=table.texts[row], score=score, metadata=meta)

@@ -1,0 +1,92 @@
+"""``EntityHopCompressor``: multi-hop for any LangChain retriever, as a document compressor.
+
+Put it in a ``ContextualCompressionRetriever`` over the retriever an app already runs: the
+retriever's documents seed the entity-hop walk over a Bridge-RAG index of the same corpus
+(:mod:`core.entity_hop`), and the merged ranking comes back with the provenance keys of the
+strategies' retrievers (``found_by``, ``score``, ``cosine``, ``hop``, ``hop_score``,
+``hop_entities``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.callbacks import Callbacks
+from langchain_core.documents import BaseDocumentCompressor, Document
+from pydantic import ConfigDict, Field
+
+from core.entity_hop import EntityHopWalk, Seed
+from langchain_bridge.retrievers import from_langchain_document, to_langchain_document
+
+__all__ = ["EntityHopCompressor"]
+
+
+class EntityHopCompressor(BaseDocumentCompressor):
+    """The entity-hop walk from a retriever's documents, over an index of the same corpus.
+
+    Build it with :meth:`from_documents` (the documents the retriever's store holds, one
+    chunk each as stored) or :meth:`load` (a bridge-rag index directory). A retrieved document
+    is matched to the index by its id, else by its text; one the index does not hold keeps
+    its rank.
+
+    Example:
+        ```python
+        from langchain_classic.retrievers import ContextualCompressionRetriever
+
+        from langchain_bridge import EntityHopCompressor
+
+        retriever = ContextualCompressionRetriever(
+            base_compressor=EntityHopCompressor.from_documents(chunks, embedding=embeddings, k=5),
+            base_retriever=vectorstore.as_retriever(search_kwargs={"k": 10}),
+        )
+        retriever.invoke("Where was the composer of By the Beautiful Sea born?")
+        ```
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    walk: EntityHopWalk = Field(description="The walk over the Bridge-RAG index of the corpus.")
+    k: int = Field(default=4, ge=1, description="Documents returned (seeds and reached chunks merged).")
+
+    @classmethod
+    def from_documents(
+        cls, documents: Sequence[Document], *, embedding: Any = None, k: int = 4, **settings: Any
+    ) -> EntityHopCompressor:
+        """Indexes the corpus the retriever searches (each document as one or more chunks).
+
+        Args:
+            documents: The documents (their ``id`` or ``metadata["doc_id"]`` name them).
+            embedding: A LangChain ``Embeddings`` (the query is embedded once per call);
+                default all-MiniLM-L6-v2.
+            k: Documents returned.
+            **settings: :class:`core.strategies.bridge.strategy.BridgeConfig` fields
+                (``chunk_size``, ``link_hops``, ...), or ``persist_directory`` to keep the index.
+        """
+        docs = [from_langchain_document(d) for d in documents]
+        return cls(walk=EntityHopWalk.from_documents(docs, embedder=embedding, k=k, **settings), k=k)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, embedding: Any = None, k: int = 4) -> EntityHopCompressor:
+        """Opens a bridge-rag index directory of the same corpus (no rebuild)."""
+        return cls(walk=EntityHopWalk.load(path, embedder=embedding, k=k), k=k)
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        """The documents and the chunks the walk reaches from them, best first (``k`` of them)."""
+        seeds = [Seed(d.id or d.metadata.get("id"), d.page_content) for d in documents]
+        out: list[Document] = []
+        for hit in self.walk.expand(query, seeds, self.k):
+            original = documents[hit.seed] if hit.seed is not None else None
+            if hit.result is None:
+                if original is not None:  # a seed the index does not hold: as retrieved
+                    out.append(original)
+                continue
+            doc = to_langchain_document(hit.result)
+            if original is not None:  # the retriever's own document, with the walk's provenance
+                meta = {**original.metadata, **doc.metadata}
+                doc = Document(page_content=original.page_content, metadata=meta, id=original.id or doc.id)
+            out.append(doc)
+        return out

@@ -1,0 +1,94 @@
+"""``EntityHopPostprocessor``: multi-hop for any LlamaIndex retriever, as a node postprocessor.
+
+After a ``VectorStoreIndex`` retriever (or any other), the retrieved nodes seed the
+entity-hop walk over a Bridge-RAG index of the same corpus (:mod:`core.entity_hop`); the
+merged ranking comes back with the provenance keys of the strategies' retrievers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+from pydantic import Field, PrivateAttr
+
+from core.entity_hop import EntityHopWalk, Seed
+from llama_index_bridge.retrievers import from_llama_document, to_node_with_score
+
+__all__ = ["EntityHopPostprocessor"]
+
+
+class EntityHopPostprocessor(BaseNodePostprocessor):
+    """The entity-hop walk from a retriever's nodes, over an index of the same corpus.
+
+    Build it with :meth:`from_defaults` (the documents or nodes the retriever's index holds)
+    or :meth:`from_persist_dir` (a bridge-rag index directory). A node is matched to the index
+    by its id, else by its text; one the index does not hold keeps its rank.
+
+    Example:
+        ```python
+        from llama_index_bridge import EntityHopPostprocessor
+
+        hop = EntityHopPostprocessor.from_defaults(documents=nodes, embed_model=embed_model, top_n=5)
+        engine = index.as_query_engine(similarity_top_k=10, node_postprocessors=[hop])
+        ```
+    """
+
+    top_n: int = Field(default=4, ge=1, description="Nodes returned (seeds and reached chunks merged).")
+    _walk: EntityHopWalk = PrivateAttr()
+
+    def __init__(self, walk: EntityHopWalk, top_n: int = 4, **kwargs: Any) -> None:
+        super().__init__(top_n=top_n, **kwargs)  # type: ignore[call-arg]  # a field of this subclass
+        self._walk = walk
+
+    @classmethod
+    def class_name(cls) -> str:
+        """LlamaIndex's serialisation name."""
+        return "EntityHopPostprocessor"
+
+    @classmethod
+    def from_defaults(
+        cls, documents: Sequence[BaseNode], *, embed_model: Any = None, top_n: int = 4, **settings: Any
+    ) -> EntityHopPostprocessor:
+        """Indexes the corpus the retriever searches.
+
+        Args:
+            documents: LlamaIndex documents or nodes (their ids name them).
+            embed_model: A LlamaIndex embedding model (the query is embedded once per call);
+                default all-MiniLM-L6-v2.
+            top_n: Nodes returned.
+            **settings: :class:`core.strategies.bridge.strategy.BridgeConfig` fields, or
+                ``persist_directory`` to keep the index.
+        """
+        docs = [from_llama_document(d) for d in documents]
+        return cls(EntityHopWalk.from_documents(docs, embedder=embed_model, k=top_n, **settings), top_n)
+
+    @classmethod
+    def from_persist_dir(
+        cls, persist_dir: str | os.PathLike[str], *, embed_model: Any = None, top_n: int = 4
+    ) -> EntityHopPostprocessor:
+        """Opens a bridge-rag index directory of the same corpus (no rebuild)."""
+        return cls(EntityHopWalk.load(persist_dir, embedder=embed_model, k=top_n), top_n)
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        if query_bundle is None:
+            raise ValueError("EntityHopPostprocessor needs the query: pass query_bundle (or query_str)")
+        seeds = [Seed(n.node.node_id, n.node.get_content()) for n in nodes]
+        out: list[NodeWithScore] = []
+        for hit in self._walk.expand(query_bundle.query_str, seeds, self.top_n):
+            if hit.result is None and hit.seed is not None:
+                out.append(nodes[hit.seed])  # a seed the index does not hold: as retrieved
+            elif hit.result is None:
+                continue
+            elif hit.seed is not None:  # the retriever's own node, with the walk's provenance
+                seed = nodes[hit.seed].node  # copied: the index's own node is not changed
+                node = seed.model_copy(update={"metadata": {**seed.metadata, **hit.result.metadata}})
+                out.append(NodeWithScore(node=node, score=hit.result.score))
+            else:
+                out.append(to_node_with_score(hit.result))
+        return out

@@ -1,0 +1,83 @@
+"""langchain_bridge.EntityHopCompressor behind ContextualCompressionRetriever, over any base retriever."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_classic.retrievers import ContextualCompressionRetriever
+from langchain_core.documents import Document
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from core import BridgeRAG
+from core.entity_hop import EntityHopWalk
+from core.types import Document as CoreDocument
+from langchain_bridge import EntityHopCompressor
+
+# A two-hop chain: the question names the song; the song's passage names its composer; the
+# composer's passage (which shares no words with the question) holds the birthplace.
+CHUNKS = [
+    Document("By the Beautiful Sea is a song written by Harold Atteridge in 1914.", id="song"),
+    Document("Harold Atteridge was born in Lake Forest, Illinois, and wrote lyrics.", id="composer"),
+    Document("The beautiful sea near Corvane is popular with swimmers in summer.", id="sea"),
+    Document("Lake Forest is a city on the shore of Lake Michigan.", id="city"),
+    Document("A bakery in Marrowick sells rye bread every morning.", id="bakery"),
+]
+QUESTION = "Where was the writer of By the Beautiful Sea born?"
+
+
+@pytest.fixture(scope="module")
+def compressor(lc_embeddings: Any) -> EntityHopCompressor:
+    return EntityHopCompressor.from_documents(CHUNKS, embedding=lc_embeddings, k=3)
+
+
+def test_reaches_the_second_hop_after_a_non_chroma_retriever(
+    compressor: EntityHopCompressor, lc_embeddings: Any
+) -> None:
+    store = InMemoryVectorStore.from_documents(CHUNKS, lc_embeddings)
+    base = store.as_retriever(search_kwargs={"k": 1})
+    assert [d.id for d in base.invoke(QUESTION)] == ["song"]  # dense alone stops at the first hop
+    retriever = ContextualCompressionRetriever(base_compressor=compressor, base_retriever=base)
+    docs = retriever.invoke(QUESTION)
+    ids = [d.metadata.get("doc_id", d.id) for d in docs]
+    assert "song" in ids
+    assert "composer" in ids
+    composer = docs[ids.index("composer")]
+    assert composer.id == "composer::0"  # the index's chunk id
+    assert composer.metadata["found_by"] == "hop"
+    assert composer.metadata["hop"] >= 1
+    assert composer.metadata["hop_entities"]
+    song = docs[ids.index("song")]
+    assert song.metadata["found_by"] == "retriever"
+    assert {"score", "cosine", "hop_score", "doc_id"} <= set(song.metadata)
+    assert len(docs) <= 3
+
+
+def test_seeds_the_index_does_not_hold_keep_their_rank(compressor: EntityHopCompressor) -> None:
+    stranger = Document("A text from another corpus about something else.", id="elsewhere")
+    out = compressor.compress_documents([stranger, CHUNKS[0]], QUESTION)
+    assert out[0].id == "elsewhere"
+    assert out[0].metadata == {}
+    matched_by_text = compressor.compress_documents([Document(CHUNKS[0].page_content)], QUESTION)
+    assert matched_by_text[0].metadata["found_by"] == "retriever"
+    assert compressor.compress_documents([], QUESTION) == []
+
+
+def test_load_opens_a_bridge_index_directory_and_acompress_works(lc_embeddings: Any, tmp_path: Path) -> None:
+    docs = [CoreDocument(d.page_content, id=d.id) for d in CHUNKS]
+    BridgeRAG.from_documents(docs, embedder=lc_embeddings, persist_directory=tmp_path, show_progress=False)
+    loaded = EntityHopCompressor.load(tmp_path, embedding=lc_embeddings, k=2)
+    out = asyncio.run(loaded.acompress_documents([CHUNKS[0]], QUESTION))
+    assert len(out) == 2
+    assert {d.metadata["found_by"] for d in out} == {"retriever", "hop"}
+
+
+def test_bad_arguments_are_refused(compressor: EntityHopCompressor) -> None:
+    with pytest.raises(ValueError, match="k must be an int >= 1"):
+        EntityHopWalk(compressor.walk.index, k=0)
+    with pytest.raises(TypeError, match="needs a BridgeRAG index"):
+        EntityHopWalk(object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="empty"):
+        compressor.compress_documents(CHUNKS[:1], "   ")

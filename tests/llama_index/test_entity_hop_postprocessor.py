@@ -1,0 +1,52 @@
+"""llama_index_bridge.EntityHopPostprocessor after a VectorStoreIndex retriever (SimpleVectorStore)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from llama_index.core import VectorStoreIndex
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from llama_index_bridge import EntityHopPostprocessor
+
+NODES = [
+    TextNode(id_="song", text="By the Beautiful Sea is a song written by Harold Atteridge in 1914."),
+    TextNode(id_="composer", text="Harold Atteridge was born in Lake Forest, Illinois, and wrote lyrics."),
+    TextNode(id_="sea", text="The beautiful sea near Corvane is popular with swimmers in summer."),
+    TextNode(id_="city", text="Lake Forest is a city on the shore of Lake Michigan."),
+    TextNode(id_="bakery", text="A bakery in Marrowick sells rye bread every morning."),
+]
+QUESTION = "Where was the writer of By the Beautiful Sea born?"
+
+
+def test_reaches_the_second_hop_after_the_default_vector_store(li_embed_model: Any) -> None:
+    index = VectorStoreIndex(NODES, embed_model=li_embed_model)
+    hop = EntityHopPostprocessor.from_defaults(NODES, embed_model=li_embed_model, top_n=3)
+    seeds = index.as_retriever(similarity_top_k=1).retrieve(QUESTION)
+    assert [n.node.node_id for n in seeds] == ["song"]
+    out = hop.postprocess_nodes(seeds, query_str=QUESTION)
+    ids = [n.node.metadata.get("doc_id", n.node.node_id) for n in out]
+    assert "composer" in ids
+    assert out[ids.index("composer")].node.metadata["found_by"] == "hop"
+    assert out[ids.index("song")].node.metadata["found_by"] == "retriever"
+    assert "found_by" not in seeds[0].node.metadata  # the retriever's node is left as it was
+    assert len(out) <= 3
+    engine_nodes = index.as_retriever(similarity_top_k=1).retrieve(QueryBundle(QUESTION))
+    assert hop.postprocess_nodes(engine_nodes, query_bundle=QueryBundle(QUESTION))
+
+
+def test_unknown_nodes_pass_and_a_query_is_required(li_embed_model: Any, tmp_path: Any) -> None:
+    hop = EntityHopPostprocessor.from_defaults(
+        NODES, embed_model=li_embed_model, top_n=2, persist_directory=tmp_path
+    )
+    stranger = NodeWithScore(node=TextNode(id_="x", text="Unrelated text from elsewhere."), score=0.9)
+    out = hop.postprocess_nodes([stranger], query_str=QUESTION)
+    assert [n.node.node_id for n in out] == ["x"]
+    with pytest.raises(ValueError, match="needs the query"):
+        hop.postprocess_nodes([stranger])
+    reopened = EntityHopPostprocessor.from_persist_dir(
+        tmp_path / "bridge", embed_model=li_embed_model, top_n=2
+    )
+    song = NodeWithScore(node=NODES[0], score=0.5)
+    assert len(reopened.postprocess_nodes([song], query_str=QUESTION)) == 2
