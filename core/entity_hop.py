@@ -5,8 +5,9 @@ seeds of the zero-token entity-hop walk (:meth:`core.strategies.entity_links.Ent
 over an index built once from the same corpus, a Bridge-RAG index (built from the same
 documents or the same Chroma collection, or opened from a bridge-rag index directory):
 
-1. each seed is found among the index's chunks, by its id (a chunk id of the collection),
-   else by its text (whitespace folded); a seed found nowhere keeps its place;
+1. each seed is found among the index's chunks: by its id (a chunk id of the collection, or
+   a document id, standing for that document's chunk nearest the query), else by its text
+   (whitespace folded); a seed found nowhere keeps its place;
 2. the query is embedded once; the query's entity names link hop 1, the best seeds' names
    the later hops, exactly as in Bridge-RAG's walk (:class:`~core.strategies.entity_links.HopConfig`,
    the index's settings);
@@ -145,32 +146,42 @@ class EntityHopWalk:
         qv = idx.embedder.embed_query(text)  # the one query embedding this step adds
         return list(follows_writer(_walk)(idx, self, text, qv, seeds, n))
 
-    def _row_of(self, seed: Seed) -> int | None:
+    def _rows_of(self, seed: Seed) -> list[int]:
+        """The live rows a seed may be: its chunk, its document's chunks, or the chunk with its text."""
         table = self.index._table
         if seed.id is not None and seed.id in table.id_to_row:
-            row = table.id_to_row[seed.id]
-            return row if table.alive[row] else None
+            rows = [table.id_to_row[seed.id]]
+        elif seed.id is not None and seed.id in table.doc_rows:  # a whole document the index chunked
+            rows = list(table.doc_rows[seed.id])
+        else:
+            found = self._row_by_text(seed.text)
+            rows = [] if found is None else [found]
+        return [r for r in rows if table.alive[r]]
+
+    def _row_by_text(self, text: str) -> int | None:
+        table = self.index._table
         if self._by_text is None or self._by_text_rows != len(table):
             self._by_text = {}
             for i, chunk in enumerate(table.texts):
                 self._by_text.setdefault(_folded(chunk), i)
             self._by_text_rows = len(table)
-        found = self._by_text.get(_folded(seed.text))
-        return found if found is not None and table.alive[found] else None
+        return self._by_text.get(_folded(text))
 
 
 def _walk(
     idx: BridgeRAG, walk: EntityHopWalk, text: str, qv: Any, seeds: Sequence[Seed], k: int
 ) -> list[HopHit]:
     table, cfg = idx._table, idx.config
-    rows = [walk._row_of(s) for s in seeds]
-    mapped = [r for r in rows if r is not None]
-    if not mapped:  # nothing to walk from: the retriever's own results
-        return [HopHit(i, None) for i in range(min(k, len(seeds)))]
     matrix, alive = table.matrix, table.alive
-    cos_of = dict(
-        zip(mapped, row_cosines(qv, matrix, np.asarray(mapped, dtype=np.int64)).tolist(), strict=True)
-    )
+    options = [walk._rows_of(s) for s in seeds]
+    flat = sorted({r for rows in options for r in rows})
+    if not flat:  # nothing to walk from: the retriever's own results
+        return [HopHit(i, None) for i in range(min(k, len(seeds)))]
+    cos_of = dict(zip(flat, row_cosines(qv, matrix, np.asarray(flat, dtype=np.int64)).tolist(), strict=True))
+    # A seed naming a whole document stands for its chunk nearest the query.
+    rows = [max(rs, key=lambda r: (cos_of[r], -r)) if rs else None for rs in options]
+    mapped = [r for r in rows if r is not None]
+    cos_of = {r: cos_of[r] for r in mapped}
     seed_cos = [(r, cos_of[r]) for r in dict.fromkeys(mapped)]
     reached: dict[int, Reached] = {}
     links = idx._links

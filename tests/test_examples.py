@@ -86,3 +86,19 @@ def test_one_line_swap() -> None:
     after = out.split("BridgeRetriever.from_vectorstore(vectorstore):", 1)[1]
     assert len(ranked_lines(after)) == 4
     assert "[entities: " in after
+
+
+def test_composable_pieces() -> None:
+    out = run_example("composable_pieces.py")
+
+    assert "Documents it needs (marked *): ilse-varga, marrowick-observatory, tomas-brel" in out
+    for title in (
+        "EnsembleRetriever([bm25, dense])",
+        "UncertaintyFusionRetriever([bm25, dense])",
+        "ContextualCompressionRetriever(dense, EntityHopCompressor)",
+    ):
+        found = re.search(rf"^{re.escape(title)}: (\d) of the 3 documents", out, flags=re.MULTILINE)
+        assert found is not None, title
+    hop = out.split("ContextualCompressionRetriever(dense, EntityHopCompressor):", 1)[1]
+    assert hop.startswith(" 3 of the 3 documents")
+    assert len(ranked_lines(hop)) == 4
