@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from typing import Any
@@ -17,6 +16,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_bridge import UncertaintyFusionRetriever
+from tests.async_probe import Overlap, run_beside_a_ticker
 
 DOCS = [
     Document("The Marrowick observatory was founded by Ilse Varga in 1901.", id="a"),
@@ -27,12 +27,7 @@ DOCS = [
 ]
 
 
-class _Active:
-    now = 0
-    peak = 0
-
-
-ACTIVE = _Active()
+ACTIVE = Overlap()
 
 
 class SlowRetriever(BaseRetriever):
@@ -48,10 +43,7 @@ class SlowRetriever(BaseRetriever):
         return self.docs
 
     async def _aget_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
-        ACTIVE.now += 1
-        ACTIVE.peak = max(ACTIVE.peak, ACTIVE.now)
-        await asyncio.sleep(self.pause)
-        ACTIVE.now -= 1
+        await ACTIVE.wait(self.pause)
         return self.docs
 
 
@@ -115,23 +107,7 @@ def test_ainvoke_runs_the_retrievers_concurrently_and_keeps_the_loop_free() -> N
     slow = [SlowRetriever(docs=[d]) for d in DOCS[:3]]
     fused = UncertaintyFusionRetriever(retrievers=slow)
 
-    async def main() -> tuple[int, int]:
-        ticks = 0
-        done = asyncio.Event()
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while not done.is_set():
-                ticks += 1
-                await asyncio.sleep(0.01)
-
-        task = asyncio.create_task(ticker())
-        docs = await fused.ainvoke("anything")
-        done.set()
-        await task
-        assert len(docs) == 3
-        return ACTIVE.peak, ticks
-
-    peak, ticks = asyncio.run(main())
-    assert peak == 3  # the three retrievers ran at once, not one after the other
+    docs, ticks = run_beside_a_ticker(lambda: fused.ainvoke("anything"))
+    assert len(docs) == 3
+    assert ACTIVE.peak == 3  # the three retrievers ran at once, not one after the other
     assert ticks >= 3  # the loop kept running while they waited

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -13,6 +12,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.retrievers.bm25 import BM25Retriever
 
 from llama_index_bridge import UncertaintyFusionRetriever
+from tests.async_probe import Overlap, run_beside_a_ticker
 
 NODES = [
     TextNode(id_="a", text="The Marrowick observatory was founded by Ilse Varga in 1901."),
@@ -23,12 +23,7 @@ NODES = [
 ]
 
 
-class _Active:
-    now = 0
-    peak = 0
-
-
-ACTIVE = _Active()
+ACTIVE = Overlap()
 
 
 class Slow(BaseRetriever):
@@ -41,10 +36,7 @@ class Slow(BaseRetriever):
         return [NodeWithScore(node=self.node, score=self.score)]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        ACTIVE.now += 1
-        ACTIVE.peak = max(ACTIVE.peak, ACTIVE.now)
-        await asyncio.sleep(self.pause)
-        ACTIVE.now -= 1
+        await ACTIVE.wait(self.pause)
         return [NodeWithScore(node=self.node, score=self.score)]
 
 
@@ -70,23 +62,7 @@ def test_scoreless_nodes_are_fused_by_rank_and_arguments_are_checked() -> None:
 def test_aretrieve_runs_concurrently_and_keeps_the_loop_free() -> None:
     fused = UncertaintyFusionRetriever([Slow(n, 1.0) for n in NODES[:3]])
 
-    async def main() -> tuple[int, int, int]:
-        ticks = 0
-        done = asyncio.Event()
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while not done.is_set():
-                ticks += 1
-                await asyncio.sleep(0.01)
-
-        task = asyncio.create_task(ticker())
-        hits = await fused.aretrieve("anything")
-        done.set()
-        await task
-        return ACTIVE.peak, ticks, len(hits)
-
-    peak, ticks, n = asyncio.run(main())
-    assert n == 3
-    assert peak == 3
+    hits, ticks = run_beside_a_ticker(lambda: fused.aretrieve("anything"))
+    assert len(hits) == 3
+    assert ACTIVE.peak == 3  # the three retrievers ran at once
     assert ticks >= 3
