@@ -31,6 +31,7 @@ from core.types import Retrieved
 __all__ = [
     "LangChainPeer",
     "LlamaIndexPeer",
+    "build_langchain_chroma",
     "build_langchain_ensemble",
     "build_langchain_entity_hop",
     "build_langchain_uncertainty_fusion",
@@ -240,6 +241,31 @@ def build_langchain_uncertainty_fusion(ctx: BenchContext) -> LangChainPeer:
     return LangChainPeer(fusion, "langchain-uncertainty-fusion")
 
 
+def _langchain_chroma(ctx: BenchContext) -> Any:
+    """A ``langchain_chroma`` store over the shared collection (queries embedded by the run's model)."""
+    with _needs(_LANGCHAIN_HINT):
+        from langchain_chroma import Chroma
+    corpus = ctx.corpus
+    if corpus.store.client is None:
+        raise ValueError("the LangChain peers need a ChunkStore opened with a Chroma client")
+    return Chroma(
+        client=corpus.store.client,
+        collection_name=corpus.store.name,
+        embedding_function=langchain_embeddings(ctx.embedder),
+        create_collection_if_not_exists=False,
+    )
+
+
+def build_langchain_chroma(ctx: BenchContext) -> LangChainPeer:
+    """The entity-hop row's base retriever alone: a ``langchain_chroma`` retriever with ``2k`` results.
+
+    Raises:
+        ImportError: A LangChain package is missing (the message says which to install).
+    """
+    retriever = _langchain_chroma(ctx).as_retriever(search_kwargs={"k": 2 * ctx.k})
+    return LangChainPeer(retriever, "langchain-chroma")
+
+
 def build_langchain_entity_hop(ctx: BenchContext) -> LangChainPeer:
     """``ContextualCompressionRetriever``: a Chroma retriever (``2k``) then ``EntityHopCompressor`` (``k``).
 
@@ -249,22 +275,14 @@ def build_langchain_entity_hop(ctx: BenchContext) -> LangChainPeer:
         ImportError: A LangChain package is missing (the message says which to install).
     """
     with _needs(_LANGCHAIN_HINT):
-        from langchain_chroma import Chroma
         from langchain_classic.retrievers import ContextualCompressionRetriever
     from core.entity_hop import EntityHopWalk
     from langchain_bridge.hop import EntityHopCompressor
 
-    corpus = ctx.corpus
-    vectorstore = Chroma(
-        client=corpus.store.client,
-        collection_name=corpus.store.name,
-        embedding_function=langchain_embeddings(ctx.embedder),
-        create_collection_if_not_exists=False,
-    )
-    walk = EntityHopWalk.from_store(corpus.store, embedder=ctx.embedder, k=ctx.k)
+    walk = EntityHopWalk.from_store(ctx.corpus.store, embedder=ctx.embedder, k=ctx.k)
     retriever = ContextualCompressionRetriever(
         base_compressor=EntityHopCompressor(walk=walk, k=ctx.k),
-        base_retriever=vectorstore.as_retriever(search_kwargs={"k": 2 * ctx.k}),
+        base_retriever=build_langchain_chroma(ctx).retriever,
     )
     return LangChainPeer(retriever, "entity-hop")
 
@@ -272,20 +290,11 @@ def build_langchain_entity_hop(ctx: BenchContext) -> LangChainPeer:
 def _langchain_bm25_and_chroma(ctx: BenchContext) -> list[Any]:
     """LangChain's ``BM25Retriever`` and a ``langchain_chroma`` retriever (``k`` each), shared collection."""
     with _needs(_LANGCHAIN_HINT):
-        from langchain_chroma import Chroma
         from langchain_community.retrievers import BM25Retriever
         from langchain_core.documents import Document
-    corpus = ctx.corpus
-    if corpus.store.client is None:
-        raise ValueError("the LangChain peers need a ChunkStore opened with a Chroma client")
-    docs = [Document(page_content=text, metadata=meta, id=cid) for cid, text, meta in corpus.rows()]
+    vectorstore = _langchain_chroma(ctx)
+    docs = [Document(page_content=text, metadata=meta, id=cid) for cid, text, meta in ctx.corpus.rows()]
     bm25 = BM25Retriever.from_documents(docs, k=ctx.k)
-    vectorstore = Chroma(
-        client=corpus.store.client,
-        collection_name=corpus.store.name,
-        embedding_function=langchain_embeddings(ctx.embedder),
-        create_collection_if_not_exists=False,
-    )
     return [bm25, vectorstore.as_retriever(search_kwargs={"k": ctx.k})]
 
 

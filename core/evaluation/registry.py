@@ -225,6 +225,12 @@ def _langchain_uncertainty_fusion(ctx: BenchContext) -> Any:
     return build_langchain_uncertainty_fusion(ctx)
 
 
+def _langchain_chroma(ctx: BenchContext) -> Any:
+    from core.evaluation.peers import build_langchain_chroma
+
+    return build_langchain_chroma(ctx)
+
+
 def _langchain_entity_hop(ctx: BenchContext) -> Any:
     from core.evaluation.peers import build_langchain_entity_hop
 
@@ -341,6 +347,15 @@ for _spec in (
         reuses="collection",
         requires=_LANGCHAIN,
         family="ours",
+    ),
+    StrategySpec(
+        "langchain-chroma",
+        "a langchain_chroma retriever (2k results) on the shared collection: the entity-hop row's base alone",
+        _langchain_chroma,
+        query=TEXT_QUERY,
+        reuses="collection",
+        requires=_LANGCHAIN,
+        family="baseline",
     ),
     StrategySpec(
         "entity-hop",
