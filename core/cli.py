@@ -292,7 +292,8 @@ def _add_index_and_query(sub: Any) -> None:
     )
     index.add_argument("--index", required=True, metavar="DIR", help="the index directory")
     index.add_argument(
-        "--strategy", help="bridge, umg or bubble (required for a new index; with --update: the recorded one)"
+        "--strategy",
+        help="bridge, umg or bubble (a new index: default bridge; with --update: the recorded one)",
     )
     index.add_argument(
         "--update", action="store_true", help="update the index in DIR instead of building one"

@@ -36,6 +36,7 @@ from core.sources import SourceEntry, SourcesRecord, read_sources, write_sources
 from core.types import Document
 
 __all__ = [
+    "DEFAULT_STRATEGY",
     "CommandError",
     "IndexOptions",
     "IndexSummary",
@@ -55,6 +56,10 @@ class CommandError(Exception):
     """A command-line error the user can fix: the CLI prints it and exits with status 2."""
 
 
+#: The strategy a new index is built with when ``--strategy`` is not given.
+DEFAULT_STRATEGY = "bridge"
+
+
 @dataclass(frozen=True)
 class IndexOptions:
     """What ``bridge-rag index`` was asked to do.
@@ -62,7 +67,8 @@ class IndexOptions:
     Attributes:
         paths: Files and folders to index (with ``update``, none means the recorded ones).
         index_dir: The index directory.
-        strategy: Strategy name (with ``update``, None means the recorded one).
+        strategy: Strategy name; None: :data:`DEFAULT_STRATEGY` for a new index, the recorded
+            one with ``update``.
         update: Update an existing index instead of building a new one.
         strict: Stop, writing nothing, when a file cannot be read.
         chroma_host: A Chroma server's host (with ``chroma_port``); None: embedded Chroma.
@@ -418,8 +424,8 @@ def _build(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
     if not options.paths:
         raise CommandError("give the files or folders to index (PATH...)")
     if options.strategy is None:
-        raise CommandError("--strategy is required for a new index; choose bridge, umg or bubble")
-    cls = _strategy_class(options.strategy)
+        _say(err, f"bridge-rag index: no --strategy given: building {DEFAULT_STRATEGY} (Bridge-RAG)")
+    cls = _strategy_class(options.strategy or DEFAULT_STRATEGY)
     why = _already_indexed(index_dir)
     if why is not None:
         raise CommandError(

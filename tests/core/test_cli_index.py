@@ -137,7 +137,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, subproc
     base = tmp_path_factory.mktemp("cli-index")
     corpus = write_corpus(base / "docs")
     index = base / "index"
-    return corpus, index, cli("index", str(corpus), "--strategy", "bridge", "--index", str(index))
+    return corpus, index, cli("index", str(corpus), "--index", str(index))  # the default: Bridge-RAG
 
 
 def test_index_reads_every_file_names_the_unreadable_one_and_summarises(
@@ -145,6 +145,7 @@ def test_index_reads_every_file_names_the_unreadable_one_and_summarises(
 ) -> None:
     corpus, index, result = built
     assert result.returncode == 0, result.stderr
+    assert "no --strategy given: building bridge (Bridge-RAG)" in result.stderr
     pdf = 1 if _has_pypdf() else 0
     assert summary_of(result) == {
         "files": 4 + pdf,
