@@ -29,8 +29,8 @@ import numpy as np
 
 from core.store import ChunkStore
 from core.strategies.bridge.strategy import BridgeRAG
-from core.strategies.common import DOC_ID_KEY, row_cosines
-from core.strategies.entity_links import Reached, keep_confident_head
+from core.strategies.common import row_cosines
+from core.strategies.entity_links import Reached, hop_provenance, keep_confident_head
 from core.strategies.follow import follows_writer
 from core.types import Document, Retrieved
 
@@ -211,16 +211,13 @@ def _result(
     idx: BridgeRAG, row: int, score: float, cosine: float, walk: Reached | None, seed: bool
 ) -> Retrieved:
     table = idx._table
-    meta = dict(table.metadatas[row])
-    meta.setdefault(DOC_ID_KEY, table.doc_ids[row])
+    meta = table.result_metadata(row)
     meta.update(
         {
             "strategy": "entity-hop",
             "score": score,
             "cosine": cosine,
-            "hop": walk.hop if walk is not None else 0,
-            "hop_score": walk.bonus if walk is not None else 0.0,
-            "hop_entities": list(walk.via) if walk is not None else [],
+            **hop_provenance(walk),
             "found_by": "retriever" if seed else "hop",
         }
     )

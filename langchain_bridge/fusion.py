@@ -65,6 +65,10 @@ def _is_bm25(retriever: Any) -> bool:
     )
 
 
+def _unzipped(pairs: Sequence[tuple[Document, float]]) -> Scored:
+    return [d for d, _ in pairs], [float(s) for _, s in pairs]
+
+
 def _search_kwargs(retriever: Any) -> dict[str, Any]:
     kwargs = dict(retriever.search_kwargs)
     kwargs.setdefault("k", 4)  # VectorStoreRetriever's default
@@ -112,10 +116,11 @@ class UncertaintyFusionRetriever(BaseRetriever):
     def _scored(self, retriever: Any, query: str, callbacks: Any) -> Scored:
         if _is_similarity_search(retriever):
             try:  # the store's own distance-to-relevance function (no [0, 1] range warning)
-                pairs = retriever.vectorstore._similarity_search_with_relevance_scores(
-                    query, **_search_kwargs(retriever)
+                return _unzipped(
+                    retriever.vectorstore._similarity_search_with_relevance_scores(
+                        query, **_search_kwargs(retriever)
+                    )
                 )
-                return [d for d, _ in pairs], [float(s) for _, s in pairs]
             except NotImplementedError:
                 pass  # a store without a relevance function: its documents, fused by rank
         elif _is_bm25(retriever):
@@ -126,10 +131,11 @@ class UncertaintyFusionRetriever(BaseRetriever):
     async def _ascored(self, retriever: Any, query: str, callbacks: Any) -> Scored:
         if _is_similarity_search(retriever):
             try:
-                pairs = await retriever.vectorstore._asimilarity_search_with_relevance_scores(
-                    query, **_search_kwargs(retriever)
+                return _unzipped(
+                    await retriever.vectorstore._asimilarity_search_with_relevance_scores(
+                        query, **_search_kwargs(retriever)
+                    )
                 )
-                return [d for d, _ in pairs], [float(s) for _, s in pairs]
             except NotImplementedError:
                 pass
         elif _is_bm25(retriever):

@@ -81,14 +81,17 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
         seeds = [Seed(n.node.node_id, n.node.get_content()) for n in nodes]
         out: list[NodeWithScore] = []
         for hit in self._walk.expand(query_bundle.query_str, seeds, self.top_n):
-            if hit.result is None and hit.seed is not None:
-                out.append(nodes[hit.seed])  # a seed the index does not hold: as retrieved
-            elif hit.result is None:
-                continue
-            elif hit.seed is not None:  # the retriever's own node, with the walk's provenance
-                seed = nodes[hit.seed].node  # copied: the index's own node is not changed
-                node = seed.model_copy(update={"metadata": {**seed.metadata, **hit.result.metadata}})
-                out.append(NodeWithScore(node=node, score=hit.result.score))
+            original = nodes[hit.seed] if hit.seed is not None else None
+            if hit.result is None:
+                if original is not None:  # a seed the index does not hold: as retrieved
+                    out.append(original)
+            elif original is not None:  # the retriever's own node (a copy), with the walk's provenance
+                metadata = {**original.node.metadata, **hit.result.metadata}
+                out.append(
+                    NodeWithScore(
+                        node=original.node.model_copy(update={"metadata": metadata}), score=hit.result.score
+                    )
+                )
             else:
                 out.append(to_node_with_score(hit.result))
         return out

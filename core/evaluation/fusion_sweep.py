@@ -21,7 +21,7 @@ from core.embed import as_embedder
 from core.evaluation.corpus import BenchContext
 from core.evaluation.embedding_cache import EmbeddingCache
 from core.evaluation.metrics import load_dataset, passage_recall
-from core.evaluation.peers import _langchain_bm25_and_chroma
+from core.evaluation.peers import langchain_bm25_and_chroma
 
 __all__ = ["main", "sweep_dataset"]
 
@@ -44,7 +44,7 @@ def sweep_dataset(directory: Path, temperatures: Sequence[float], k: int) -> dic
         ctx = BenchContext.create(
             data.documents(seed=0), EmbeddingCache(as_embedder(None)), Path(tmp), k=k, show_progress=False
         )
-        retrievers = _langchain_bm25_and_chroma(ctx)
+        retrievers = langchain_bm25_and_chroma(ctx)
         ensemble = EnsembleRetriever(retrievers=retrievers, weights=[0.5, 0.5])
         fusions = {t: UncertaintyFusionRetriever(retrievers=retrievers, temperature=t) for t in temperatures}
         any_fusion = next(iter(fusions.values()))

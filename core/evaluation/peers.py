@@ -36,6 +36,7 @@ __all__ = [
     "build_langchain_entity_hop",
     "build_langchain_uncertainty_fusion",
     "build_llamaindex_fusion",
+    "langchain_bm25_and_chroma",
     "langchain_embeddings",
     "llama_index_embedding",
 ]
@@ -225,7 +226,7 @@ def build_langchain_ensemble(ctx: BenchContext) -> LangChainPeer:
     """
     with _needs(_LANGCHAIN_HINT):
         from langchain_classic.retrievers import EnsembleRetriever
-    ensemble = EnsembleRetriever(retrievers=_langchain_bm25_and_chroma(ctx), weights=[0.5, 0.5])
+    ensemble = EnsembleRetriever(retrievers=langchain_bm25_and_chroma(ctx), weights=[0.5, 0.5])
     return LangChainPeer(ensemble, "langchain-ensemble")
 
 
@@ -237,12 +238,12 @@ def build_langchain_uncertainty_fusion(ctx: BenchContext) -> LangChainPeer:
     """
     from langchain_bridge.fusion import UncertaintyFusionRetriever
 
-    fusion = UncertaintyFusionRetriever(retrievers=_langchain_bm25_and_chroma(ctx), weights=[0.5, 0.5])
+    fusion = UncertaintyFusionRetriever(retrievers=langchain_bm25_and_chroma(ctx), weights=[0.5, 0.5])
     return LangChainPeer(fusion, "langchain-uncertainty-fusion")
 
 
-def _langchain_chroma(ctx: BenchContext) -> Any:
-    """A ``langchain_chroma`` store over the shared collection (queries embedded by the run's model)."""
+def _langchain_chroma(ctx: BenchContext, k: int) -> Any:
+    """A ``langchain_chroma`` retriever (``k`` results) over the shared collection, the run's model."""
     with _needs(_LANGCHAIN_HINT):
         from langchain_chroma import Chroma
     corpus = ctx.corpus
@@ -253,7 +254,7 @@ def _langchain_chroma(ctx: BenchContext) -> Any:
         collection_name=corpus.store.name,
         embedding_function=langchain_embeddings(ctx.embedder),
         create_collection_if_not_exists=False,
-    )
+    ).as_retriever(search_kwargs={"k": k})
 
 
 def build_langchain_chroma(ctx: BenchContext) -> LangChainPeer:
@@ -262,8 +263,7 @@ def build_langchain_chroma(ctx: BenchContext) -> LangChainPeer:
     Raises:
         ImportError: A LangChain package is missing (the message says which to install).
     """
-    retriever = _langchain_chroma(ctx).as_retriever(search_kwargs={"k": 2 * ctx.k})
-    return LangChainPeer(retriever, "langchain-chroma")
+    return LangChainPeer(_langchain_chroma(ctx, 2 * ctx.k), "langchain-chroma")
 
 
 def build_langchain_entity_hop(ctx: BenchContext) -> LangChainPeer:
@@ -282,20 +282,19 @@ def build_langchain_entity_hop(ctx: BenchContext) -> LangChainPeer:
     walk = EntityHopWalk.from_store(ctx.corpus.store, embedder=ctx.embedder, k=ctx.k)
     retriever = ContextualCompressionRetriever(
         base_compressor=EntityHopCompressor(walk=walk, k=ctx.k),
-        base_retriever=build_langchain_chroma(ctx).retriever,
+        base_retriever=_langchain_chroma(ctx, 2 * ctx.k),
     )
     return LangChainPeer(retriever, "entity-hop")
 
 
-def _langchain_bm25_and_chroma(ctx: BenchContext) -> list[Any]:
+def langchain_bm25_and_chroma(ctx: BenchContext) -> list[Any]:
     """LangChain's ``BM25Retriever`` and a ``langchain_chroma`` retriever (``k`` each), shared collection."""
     with _needs(_LANGCHAIN_HINT):
         from langchain_community.retrievers import BM25Retriever
         from langchain_core.documents import Document
-    vectorstore = _langchain_chroma(ctx)
+    dense = _langchain_chroma(ctx, ctx.k)
     docs = [Document(page_content=text, metadata=meta, id=cid) for cid, text, meta in ctx.corpus.rows()]
-    bm25 = BM25Retriever.from_documents(docs, k=ctx.k)
-    return [bm25, vectorstore.as_retriever(search_kwargs={"k": ctx.k})]
+    return [BM25Retriever.from_documents(docs, k=ctx.k), dense]
 
 
 def build_llamaindex_fusion(ctx: BenchContext) -> LlamaIndexPeer:

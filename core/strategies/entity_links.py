@@ -59,6 +59,7 @@ __all__ = [
     "HopConfig",
     "Reached",
     "confident_head",
+    "hop_provenance",
     "is_nameable",
     "keep_confident_head",
     "links_files",
@@ -599,6 +600,13 @@ class EntityLinks:
                     r.via.append(name)
             score(list(reached))
         return cos, reached
+
+
+def hop_provenance(walk: Reached | None) -> dict[str, Any]:
+    """A result's walk keys: ``hop`` (0: not reached), ``hop_score`` and ``hop_entities``."""
+    if walk is None:
+        return {"hop": 0, "hop_score": 0.0, "hop_entities": []}
+    return {"hop": walk.hop, "hop_score": walk.bonus, "hop_entities": list(walk.via)}
 
 
 #: How far above the mean of the dense list (in standard deviations) its best hit must stand

@@ -231,9 +231,7 @@ class IndexLifecycle(Follows):
         settings, models = cls._settings_and_models(config, options)  # checked before a store is made
         collection = collection_name or cls.default_collection
         target = store if store is not None else cls._new_store(persist_directory, collection)
-        rag: L = cast(Any, cls)(
-            target, as_embedder(embedder), config=settings, show_progress=show_progress, **models
-        )
+        rag = cls._construct(target, as_embedder(embedder), settings, models, show_progress)
         return rag._build_into(docs, persist_directory)
 
     @classmethod
@@ -342,9 +340,19 @@ class IndexLifecycle(Follows):
     ) -> L:
         """A new, empty strategy from a build's arguments (models and settings split)."""
         settings, models = cls._settings_and_models(config, options)
-        strategy: L = cast(Any, cls)(
-            store, as_embedder(embedder), config=settings, show_progress=show_progress, **models
-        )
+        return cls._construct(store, as_embedder(embedder), settings, models, show_progress)
+
+    @classmethod
+    def _construct(
+        cls: type[L],
+        store: ChunkStore | None,
+        embedder: Embedder,
+        config: StrategyConfig,
+        models: Mapping[str, Any],
+        show_progress: bool = False,
+    ) -> L:
+        """The strategy's constructor, called from this one place (builds, loads, reloads)."""
+        strategy: L = cast(Any, cls)(store, embedder, config=config, show_progress=show_progress, **models)
         return strategy
 
     @classmethod
@@ -442,8 +450,7 @@ class IndexLifecycle(Follows):
         ``options`` are the strategy's constructor arguments (its models).
         """
         config = cls.config_type.from_dict(meta.get("config", {}))
-        strategy: L = cast(Any, cls)(store, embedder, config=config, **cls._models(options))
-        return strategy
+        return cls._construct(store, embedder, config, cls._models(options))
 
     @classmethod
     def _models(cls, models: Mapping[str, Any]) -> dict[str, Any]:

@@ -107,6 +107,12 @@ class ChunkTable:
         """Metadata of every row (read-only; each access gives a new dict)."""
         return self.rows.metadatas
 
+    def result_metadata(self, row: int) -> dict[str, Any]:
+        """A new dict of the row's metadata for a result, with its ``doc_id`` filled in."""
+        meta = self.rows.metadatas[row]
+        meta.setdefault(DOC_ID_KEY, self.doc_ids[row])
+        return meta
+
     @property
     def num_live(self) -> int:
         """Rows still indexed."""

@@ -70,6 +70,7 @@ from core.strategies.entity_links import (
     EntityLinks,
     HopConfig,
     Reached,
+    hop_provenance,
     keep_confident_head,
     links_files,
     links_from_files,
@@ -984,8 +985,7 @@ class BridgeRAG(ChunkedIndex):
         fallback: str | None,
         walk: Reached | None = None,
     ) -> Retrieved:
-        meta = dict(self._table.metadatas[row])
-        meta.setdefault(DOC_ID_KEY, self._table.doc_ids[row])
+        meta = self._table.result_metadata(row)
         meta.update(
             {
                 "strategy": self.name,
@@ -998,9 +998,7 @@ class BridgeRAG(ChunkedIndex):
                 "abstract_id": abstract_id,
                 "abstract_level": self._abs_level[abstract_id],
                 "depth": depth,
-                "hop": walk.hop if walk is not None else 0,
-                "hop_score": walk.bonus if walk is not None else 0.0,
-                "hop_entities": list(walk.via) if walk is not None else [],
+                **hop_provenance(walk),
                 "found_by": source,
                 "fallback": fallback,
             }

@@ -61,7 +61,6 @@ from core.strategies.bubble.concepts import Concept, TermStatistics, dedupe, llm
 from core.strategies.bubble.kg import KnowledgeGraph
 from core.strategies.bubble.triples import Triple, TripleExtractor, default_triple_extractor
 from core.strategies.common import (
-    DOC_ID_KEY,
     check_query_vector,
     embed_in_batches,
     fit_mask,
@@ -75,6 +74,7 @@ from core.strategies.entity_links import (
     HopConfig,
     Reached,
     confident_head,
+    hop_provenance,
     keep_confident_head,
     links_files,
     links_from_files,
@@ -863,17 +863,14 @@ class BubbleRAG(ChunkedIndex):
         for i in order:
             row = int(ids[i])
             rank = evidence.get(row, (0.0, -1))[1]
-            meta = dict(self._table.metadatas[row])
-            meta.setdefault(DOC_ID_KEY, self._table.doc_ids[row])
+            meta = self._table.result_metadata(row)
             meta.update(
                 {
                     "strategy": self.name,
                     "score": float(total[i]),
                     "cosine": float(cosines[i]),
                     "evidence": float(ev[i]),
-                    "hop": reached[row].hop if row in reached else 0,
-                    "hop_score": float(hop[i]),
-                    "hop_entities": list(reached[row].via) if row in reached else [],
+                    **hop_provenance(reached.get(row)),
                     "found_by": "evidence" if rank >= 0 else ("hop" if row in reached else "dense"),
                     "ceg_rank": rank,
                     "ceg_kind": cegs[rank].kind if rank >= 0 else None,
