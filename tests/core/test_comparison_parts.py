@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import mmap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -401,9 +402,15 @@ def test_embedding_cache_shares_one_model_call_between_a_query_and_new_texts() -
 
 
 def test_peak_rss_sees_an_allocation_held_during_the_phase() -> None:
-    with measure_peak_rss() as mem:
-        block = np.ones(64 * 1024 * 1024 // 8)  # 64 MiB, touched
-        assert block.sum() > 0
+    # A fresh anonymous mapping, one byte written per page: the pages are new to the
+    # process whatever the allocator kept from earlier tests (a NumPy array may reuse
+    # pages that are already resident, and then RSS does not move).
+    size = 64 * 1024 * 1024
+    # The mapping outlives the measured block, so the end sample counts it even if
+    # no timed sample ran while the pages were written.
+    with mmap.mmap(-1, size) as block, measure_peak_rss() as mem:
+        for offset in range(0, size, mmap.PAGESIZE):
+            block[offset] = 1
     assert mem.added_mib >= 48
     assert mem.peak_mib >= mem.start_mib + 48
     assert mem.samples >= 2
