@@ -82,6 +82,13 @@ INDEX_VERSION = 2  # 2: the bridging expert's entity links
 class UMGConfig(StrategyConfig, HopConfig):
     """Settings of a UMG-RAG index.
 
+    The bridging expert's entity-hop walk (its list ranks ``bridge_granularity`` windows;
+    ``link_hops=0`` turns the expert off) is set by the fields
+    ``link_hops``, ``hop_seeds``, ``link_bonus``, ``hop_bonus``, ``mention_bonus``,
+    ``link_max_df``, ``mention_max_df``, ``link_max_ngram``, ``hub_discount``,
+    ``about_per_document``, ``mention_follow`` and ``common_share`` of
+    :class:`~core.strategies.entity_links.HopConfig`, documented there.
+
     Attributes:
         granularities: Window sizes, in sentences.
         k: Default number of results.
@@ -95,10 +102,6 @@ class UMGConfig(StrategyConfig, HopConfig):
         bridge_granularity: The granularity of the bridging expert's units (its list ranks
             these windows).
         bridge_weight: Multiplies the bridging expert's entropy confidence in the fusion.
-        link_hops, hop_seeds, link_bonus, hop_bonus, mention_bonus, link_max_df, mention_max_df,
-            link_max_ngram, hub_discount, about_per_document, mention_follow, common_share:
-            The bridging expert's entity-hop walk
-            (:class:`~core.strategies.entity_links.HopConfig`); ``link_hops=0`` turns the expert off.
         max_query_chars: Longest accepted query.
     """
 
@@ -516,7 +519,10 @@ class UMGRAG(IndexLifecycle):
         Returns:
             Units, best first, with metadata: ``granularity`` (the unit's smallest window size),
             ``granularities``, ``doc_id``, ``sent_start``/``sent_end``, ``start_index``/``end_index``,
-            ``expert_scores`` and ``confidences`` (per ``expert@g`` list), ``promoted``.
+            ``expert_scores`` and ``confidences`` (per ``expert@g`` list), ``promoted``, and
+            ``found_by``: the expert (``dense``, ``bm25``, ``splade`` or ``bridge``) of the most
+            confident weighted list that ranked the unit (``promotion`` for a parent window no
+            list ranked itself).
         """
         text, k, flt = self._query_args(query, k, filter, options)
         qv = self.embedder.embed_query(text)
@@ -741,17 +747,21 @@ class UMGRAG(IndexLifecycle):
     def _result(self, u: int, score: float, promoted: bool, lists: list[_List], variant: str) -> Retrieved:
         expert_scores: dict[str, float] = {}
         confidences: dict[str, float] = {}
+        found_by, surest = "", -1.0
         for li in lists:
             key = f"{li.expert}@{li.g}"
             confidences[key] = round(li.confidence, 6)
             hit = np.flatnonzero(li.ids == u)
             if hit.size:
                 expert_scores[key] = float(li.scores[hit[0]])
+                if li.confidence * li.weight > surest:
+                    found_by, surest = li.expert, li.confidence * li.weight
         meta = dict(self._table.metadatas[u])
         meta.update(
             {
                 "strategy": variant,
                 "score": score,
+                "found_by": found_by or "promotion",
                 "granularity": min(self._units.granularities[u]),
                 "expert_scores": expert_scores,
                 "confidences": confidences,
