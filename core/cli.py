@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -436,7 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="latency and recall of tenant-filtered queries (10 %% and 1 %%) beside Chroma's filtered search",
         description=(
             "Filtered-retrieval benchmark: every question asked unfiltered and inside a tenant holding "
-            "about 10 %% and 1 %% of the corpus; p50 latency ratios and recall within the filter, beside "
+            "about 10 % and 1 % of the corpus; p50 latency ratios and recall within the filter, beside "
             "dense retrieval through Chroma's own filtered search."
         ),
     )
@@ -457,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Read the JSON files written by 'bridge-rag bench ... --out FILE' (one per dataset and "
         "corpus shape: --titles, --documents, --questions) and print R@k of every strategy beside dense "
         "retrieval (its gain in points), and how much of its titles-in-metadata gain each strategy keeps "
-        "on the other shapes. Example: bridge-rag bench-table docs/robust_*.json",
+        "on the other shapes.",
     )
     table.add_argument("files", nargs="+", help="bench JSON files")
     table.add_argument("--k", type=_positive_int, default=5, help="the recall column to read (default 5)")
@@ -545,7 +546,54 @@ def build_parser() -> argparse.ArgumentParser:
     _out_and_run(bench, _cmd_bench)
     _add_scale_and_reliability(sub)
     _add_index_and_query(sub)
+    _add_examples(parser, sub)
     return parser
+
+
+#: What each command's ``--help`` shows under "examples".
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "demo": ("bridge-rag demo", "bridge-rag demo --persist ./demo-index --k 5"),
+    "index": (
+        "bridge-rag index my-notes --index my-index",
+        "bridge-rag index my-notes --index my-index --update",
+        "bridge-rag index reports manuals --index docs-index --strategy umg --glob '*.md'",
+        "bridge-rag index my-notes --index my-index --chroma-host 127.0.0.1 --chroma-port 8000",
+    ),
+    "query": (
+        'bridge-rag query my-index "Who founded the Halden Institute?" -k 3',
+        'bridge-rag query my-index "Who founded it?" --filter \'{"tenant": "acme"}\' --json',
+    ),
+    "bench": (
+        "bridge-rag bench ../shared/data/musique --out musique.json --plot musique.png",
+        "bridge-rag bench my_eval --strategies dense,bridge,langchain-ensemble --no-ragas",
+        "bridge-rag bench ../shared/data/hotpotqa --titles none --no-ragas --out hotpotqa_none.json",
+        "bridge-rag bench ../shared/data/musique --suite bridge",
+    ),
+    "bench-table": (
+        "bridge-rag bench-table musique.json musique_none.json hotpotqa.json hotpotqa_none.json",
+    ),
+    "bench-filter": ("bridge-rag bench-filter --sizes 10000,100000 --out filter.json",),
+    "bench-filtered": (
+        "bridge-rag bench-filtered ../shared/data/musique ../shared/data/hotpotqa --out filtered.json",
+    ),
+    "bench-scale": ("bridge-rag bench-scale --chunks 10000 --queries 50",),
+    "bench-workers": ("bridge-rag bench-workers --chunks 10000 --workers 2 --index ./workers-index",),
+    "bench-reliability": ("bridge-rag bench-reliability --queries 1000 --strategies bridge",),
+}
+
+
+def _add_examples(parser: argparse.ArgumentParser, sub: Any) -> None:
+    """Puts each command's examples under its ``--help`` (and a few under the top-level one)."""
+    for name, command in sub.choices.items():
+        command.formatter_class = argparse.RawDescriptionHelpFormatter
+        command.description = textwrap.fill(command.description or "", 100)
+        command.epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = (
+        "examples:\n"
+        + "\n".join(f"  {EXAMPLES[name][0]}" for name in ("demo", "index", "query", "bench"))
+        + "\n\nEvery command's --help shows its options and examples."
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import argparse
 import json
+import shlex
 
 import pytest
 
@@ -33,3 +35,22 @@ def test_unknown_command_exits_2(capsys) -> None:  # type: ignore[no-untyped-def
         main(["frobnicate"])
     assert exc.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_every_command_help_shows_an_example(capsys: pytest.CaptureFixture[str]) -> None:
+    from core.cli import EXAMPLES, build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert set(commands) == set(EXAMPLES), "every command has examples, and only real commands do"
+    for name in commands:
+        with pytest.raises(SystemExit) as stop:
+            build_parser().parse_args([name, "--help"])
+        assert stop.value.code == 0
+        shown = capsys.readouterr().out
+        assert "examples:" in shown
+        for example in EXAMPLES[name]:
+            assert example in shown
+            assert example.startswith(f"bridge-rag {name} ") or example == f"bridge-rag {name}"
+            args = build_parser().parse_args(shlex.split(example)[1:])  # the flags exist and parse
+            assert args.command == name
