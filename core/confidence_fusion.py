@@ -35,8 +35,8 @@ from core.strategies.umg.uncertainty import entropy_confidence, minmax_normalize
 
 __all__ = ["DEFAULT_TEMPERATURE", "FusedItem", "RankedList", "fuse_ranked_lists", "list_confidences"]
 
-#: Softmax temperature of the confidence, on z-scores (UMG-RAG's default).
 DEFAULT_TEMPERATURE = 1.0
+"""Softmax temperature of the confidence, on z-scores (UMG-RAG's default)."""
 _NEUTRAL_CONFIDENCE = 0.5  # a scoreless list's confidence when no list has scores
 
 

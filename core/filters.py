@@ -45,10 +45,10 @@ __all__ = [
     "parse_filter",
 ]
 
-#: Comparison operators a filter may use on a field.
 COMPARISON_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
-#: Operators that combine clauses.
+"""Comparison operators a filter may use on a field."""
 LOGICAL_OPERATORS = ("$and", "$or")
+"""Operators that combine clauses."""
 
 BoolMask = npt.NDArray[np.bool_]
 _RANGE = {"$gt": np.greater, "$gte": np.greater_equal, "$lt": np.less, "$lte": np.less_equal}

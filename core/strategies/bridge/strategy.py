@@ -108,6 +108,12 @@ _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 class BridgeConfig(StrategyConfig, ChunkingConfig, HopConfig):
     """Settings of a Bridge-RAG index.
 
+    The entity-hop walk is set by the fields
+    ``link_hops``, ``hop_seeds``, ``link_bonus``, ``hop_bonus``, ``mention_bonus``,
+    ``link_max_df``, ``mention_max_df``, ``link_max_ngram``, ``hub_discount``,
+    ``about_per_document``, ``mention_follow`` and ``common_share`` of
+    :class:`~core.strategies.entity_links.HopConfig`, documented there.
+
     Attributes:
         chunk_size: Largest chunk, in characters (chunks keep whole sentences); None = what
             fits the embedder's input window (:func:`core.embed.window_chars`), so a passage
@@ -143,10 +149,6 @@ class BridgeConfig(StrategyConfig, ChunkingConfig, HopConfig):
             graph over the same matrix (:class:`core.vector_index.VectorIndex`, searched with the
             live rows, or a filter's, as a predicate; saved with the index).
         dense_pool: Dense hits from Chroma added to the candidates; None = 2 x k, 0 = none.
-        link_hops, hop_seeds, link_bonus, hop_bonus, mention_bonus, link_max_df, mention_max_df,
-            link_max_ngram, hub_discount, about_per_document, mention_follow, common_share:
-            The entity-hop walk
-            (:class:`~core.strategies.entity_links.HopConfig`).
         summary_words: Longest abstract summary, in words.
         fingerprint_bits: Fingerprint width of the entity filter (8-16).
         max_query_chars: Longest accepted query.

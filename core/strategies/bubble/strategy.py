@@ -101,6 +101,13 @@ _CONCEPT_CACHE = 4096  # concept vectors kept between queries
 class BubbleConfig(StrategyConfig, ChunkingConfig, HopConfig):
     """Settings of a BubbleRAG index.
 
+    The entity-hop walk over the chunks' graph entities, seeded by the chunks the evidence
+    graphs rank best (``link_hops=0`` turns it off), is set by the fields
+    ``link_hops``, ``hop_seeds``, ``link_bonus``, ``hop_bonus``, ``mention_bonus``,
+    ``link_max_df``, ``mention_max_df``, ``link_max_ngram``, ``hub_discount``,
+    ``about_per_document``, ``mention_follow`` and ``common_share`` of
+    :class:`~core.strategies.entity_links.HopConfig`, documented there.
+
     Attributes:
         chunk_size: Largest chunk, in characters (chunks keep whole sentences); None = what
             fits the embedder's input window (:func:`core.embed.window_chars`).
@@ -128,11 +135,6 @@ class BubbleConfig(StrategyConfig, ChunkingConfig, HopConfig):
         llm_depth: Rounds of LLM frontier expansion (only with an LLM).
         llm_frontier: Frontier facts shown to the LLM per round.
         llm_time_budget_s: Time budget of the LLM expansion per query.
-        link_hops, hop_seeds, link_bonus, hop_bonus, mention_bonus, link_max_df, mention_max_df,
-            link_max_ngram, hub_discount, about_per_document, mention_follow, common_share:
-            The entity-hop walk over the chunks' graph entities
-            (:class:`~core.strategies.entity_links.HopConfig`), seeded by the chunks the
-            evidence graphs rank best; ``link_hops=0`` turns it off.
         max_query_chars: Longest accepted query.
     """
 
