@@ -1,18 +1,23 @@
 """Multi-hop as a post-processing step: the entity-hop walk from another retriever's results.
 
-An app keeps its retriever (a vector store, an ensemble, a reranker); its results become the
-seeds of the zero-token entity-hop walk (:meth:`core.strategies.entity_links.EntityLinks.propagate`)
-over an index built once from the same corpus, a Bridge-RAG index (built from the same
-documents or the same Chroma collection, or opened from a bridge-rag index directory):
+An app keeps its retriever (a vector store, an ensemble, a reranker); its results take the
+place of Bridge-RAG's own dense pool, over a Bridge-RAG index built once from the same corpus
+(from the same documents or the same Chroma collection, or opened from a bridge-rag index
+directory):
 
 1. each seed is found among the index's chunks: by its id (a chunk id of the collection, or
    a document id, standing for that document's chunk nearest the query), else by its text
    (whitespace folded); a seed found nowhere keeps its place;
-2. the query is embedded once; the query's entity names link hop 1, the best seeds' names
-   the later hops, exactly as in Bridge-RAG's walk (:class:`~core.strategies.entity_links.HopConfig`,
-   the index's settings);
-3. the seeds and the chunks the walk reached are ranked by cosine plus their hop bonus, the
-   retriever's confident best hit kept (:func:`~core.strategies.entity_links.keep_confident_head`).
+2. the query is embedded once; Bridge-RAG then retrieves with the seeds as its dense pool
+   (:meth:`~core.strategies.bridge.strategy.BridgeRAG.retrieve_by_vector`, ``pool_rows``):
+   the query's entities in the cuckoo filter and their abstracts, and the zero-token
+   entity-hop walk (:meth:`core.strategies.entity_links.EntityLinks.propagate`), whose later
+   hops start from the best seeds, all with the index's settings;
+3. the seeds and the chunks reached are ranked as Bridge-RAG ranks its candidates, the
+   retriever's confident best hit kept (:func:`~core.strategies.entity_links.keep_confident_head`);
+   a seed's result says ``found_by: retriever``, a reached chunk how it was reached
+   (``entity``, ``hop``, ``tree`` or ``bridge``). A query that names no entity of the index
+   gets the seeds back, ranked by cosine.
 
 Nothing here imports a framework: ``langchain_bridge.EntityHopCompressor`` and
 ``llama_index_bridge.EntityHopPostprocessor`` wrap it.
@@ -30,7 +35,6 @@ import numpy as np
 from core.store import ChunkStore
 from core.strategies.bridge.strategy import BridgeRAG
 from core.strategies.common import row_cosines
-from core.strategies.entity_links import Reached, hop_provenance, keep_confident_head
 from core.strategies.follow import follows_writer
 from core.types import Document, Retrieved
 
@@ -56,9 +60,10 @@ class HopHit:
 
     Attributes:
         seed: The seed's index in the caller's list, or None for a chunk the walk reached.
-        result: The chunk with its provenance (``found_by`` ``retriever`` or ``hop``,
-            ``score``, ``cosine``, ``hop``, ``hop_score``, ``hop_entities``); None for a seed
-            the index does not hold (kept as the retriever gave it).
+        result: The chunk with Bridge-RAG's provenance (``found_by``: ``retriever`` for a
+            seed, else ``entity``, ``hop``, ``tree`` or ``bridge``; ``score``, ``cosine``,
+            ``matched_entities``, ``hop``, ``hop_score``, ``hop_entities``, ...); None for a
+            seed the index does not hold (kept as the retriever gave it).
     """
 
     seed: int | None
@@ -171,8 +176,7 @@ class EntityHopWalk:
 def _walk(
     idx: BridgeRAG, walk: EntityHopWalk, text: str, qv: Any, seeds: Sequence[Seed], k: int
 ) -> list[HopHit]:
-    table, cfg = idx._table, idx.config
-    matrix, alive = table.matrix, table.alive
+    matrix = idx._table.matrix
     options = [walk._rows_of(s) for s in seeds]
     flat = sorted({r for rows in options for r in rows})
     if not flat:  # nothing to walk from: the retriever's own results
@@ -180,26 +184,10 @@ def _walk(
     cos_of = dict(zip(flat, row_cosines(qv, matrix, np.asarray(flat, dtype=np.int64)).tolist(), strict=True))
     # A seed naming a whole document stands for its chunk nearest the query.
     rows = [max(rs, key=lambda r: (cos_of[r], -r)) if rs else None for rs in options]
-    mapped = [r for r in rows if r is not None]
-    cos_of = {r: cos_of[r] for r in mapped}
-    seed_cos = [(r, cos_of[r]) for r in dict.fromkeys(mapped)]
-    reached: dict[int, Reached] = {}
-    links = idx._links
-    if cfg.link_hops > 0:
-        linked = links.live(links.link(text, (), max_ngram=cfg.link_max_ngram), alive)
-        if linked:
-            cos_of, reached = links.propagate(
-                linked, cos_of, config=cfg, alive=alive, cosine=lambda r: row_cosines(qv, matrix, r)
-            )
-    total = {r: c + (reached[r].bonus if r in reached else 0.0) for r, c in cos_of.items()}
-    ranked = sorted(total, key=lambda r: (-total[r], r))
-    dense = sorted(seed_cos, key=lambda rc: -rc[1])
-    kept = keep_confident_head(ranked, dense, k)
     seed_of = {r: i for i, r in reversed(list(enumerate(rows))) if r is not None}
-    hits = [
-        HopHit(seed_of.get(r), _result(idx, r, total[r], cos_of[r], reached.get(r), r in seed_of))
-        for r in kept
-    ]
+    results = idx.retrieve_by_vector(text, qv, k, pool_rows=list(seed_of))
+    id_to_row = idx._table.id_to_row
+    hits = [_hop_hit(r, seed_of.get(id_to_row[r.id])) for r in results]
     # Seeds the index does not hold keep their rank among the seeds.
     for i, row in enumerate(rows):
         if row is None and i < k:
@@ -207,18 +195,9 @@ def _walk(
     return hits[:k]
 
 
-def _result(
-    idx: BridgeRAG, row: int, score: float, cosine: float, walk: Reached | None, seed: bool
-) -> Retrieved:
-    table = idx._table
-    meta = table.result_metadata(row)
-    meta.update(
-        {
-            "strategy": "entity-hop",
-            "score": score,
-            "cosine": cosine,
-            **hop_provenance(walk),
-            "found_by": "retriever" if seed else "hop",
-        }
-    )
-    return Retrieved(id=table.ids[row], text=table.texts[row], score=score, metadata=meta)
+def _hop_hit(result: Retrieved, seed: int | None) -> HopHit:
+    """Bridge-RAG's result as the step's: a seed is ``found_by`` the retriever."""
+    meta = {**result.metadata, "strategy": "entity-hop"}
+    if seed is not None:
+        meta["found_by"] = "retriever"
+    return HopHit(seed, Retrieved(id=result.id, text=result.text, score=result.score, metadata=meta))

@@ -470,6 +470,42 @@ def test_dense_pool_adds_candidates_without_shared_entities(
     assert {r.id for r in dense}.isdisjoint({r.id for r in without}), "the pool found other chunks"
 
 
+def test_pool_rows_stand_in_for_the_dense_pool(demo_rag: BridgeRAG, monkeypatch: pytest.MonkeyPatch) -> None:
+    query = "Who founded the Marrowick Courier newspaper?"
+    # entity seeds only: no second hop, no walk, and no dense pool of the index's own
+    base = dataclasses.replace(demo_rag.config, bridge_weight=0, link_hops=0, dense_pool=0)
+    monkeypatch.setattr(demo_rag, "config", base)
+    qv = demo_rag.embedder.embed_query(query)
+    entity_ids = {r.id for r in demo_rag.retrieve(query, k=10_000, depth=0)}
+    assert entity_ids == {r.id for r in demo_rag.retrieve_by_vector(query, qv, 10_000, depth=0, pool_rows=[])}
+    table = demo_rag._table
+    outside = next(i for i, cid in enumerate(table.ids) if cid not in entity_ids)
+    n = len(table.ids)
+    results = demo_rag.retrieve_by_vector(
+        query, qv, 10_000, depth=0, pool_rows=[outside, outside, -1, n, 10**9]
+    )
+    pooled = [r for r in results if r.metadata["found_by"] == "dense"]
+    assert [r.id for r in pooled] == [table.ids[outside]], "exactly the given row joins; bad rows are dropped"
+    assert {r.id for r in results} == entity_ids | {table.ids[outside]}
+    flt = {"doc_id": {"$ne": table.metadatas[outside]["doc_id"]}}
+    filtered = demo_rag.retrieve_by_vector(query, qv, 10_000, depth=0, filter=flt, pool_rows=[outside])
+    assert table.ids[outside] not in {r.id for r in filtered}, "a filtered-out pool row never comes back"
+
+
+def test_pool_rows_without_an_entity_match_come_back_ranked_by_cosine(demo_rag: BridgeRAG) -> None:
+    query = "quantum chromodynamics on a lattice"
+    qv = demo_rag.embedder.embed_query(query)
+    rows = [5, 0, 3, 1]
+    results = demo_rag.retrieve_by_vector(query, qv, 3, pool_rows=rows)
+    matrix = demo_rag._table.matrix
+    cos = {r: float(matrix[r] @ qv / (np.linalg.norm(matrix[r]) * np.linalg.norm(qv))) for r in rows}
+    best = sorted(rows, key=lambda r: -cos[r])[:3]
+    assert [r.id for r in results] == [demo_rag._table.ids[r] for r in best], (
+        "the given rows only, not a search"
+    )
+    assert all(r.metadata["fallback"] == "no-entity-match" for r in results)
+
+
 MULTI_HOP = (
     "Which institute did the student of the astronomer who founded Marrowick's observatory later direct?"
 )

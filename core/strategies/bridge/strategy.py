@@ -108,11 +108,9 @@ _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 class BridgeConfig(StrategyConfig, ChunkingConfig, HopConfig):
     """Settings of a Bridge-RAG index.
 
-    The entity-hop walk is set by the fields
-    ``link_hops``, ``hop_seeds``, ``link_bonus``, ``hop_bonus``, ``mention_bonus``,
-    ``link_max_df``, ``mention_max_df``, ``link_max_ngram``, ``hub_discount``,
-    ``about_per_document``, ``mention_follow`` and ``common_share`` of
-    :class:`~core.strategies.entity_links.HopConfig`, documented there.
+    The entity-hop walk is set by
+    its :class:`~core.strategies.entity_links.HopConfig` fields
+    (``link_hops``, ``hop_seeds``, ...), documented there.
 
     Attributes:
         chunk_size: Largest chunk, in characters (chunks keep whole sentences); None = what
@@ -433,6 +431,7 @@ class BridgeRAG(ChunkedIndex):
         depth: int | None = None,
         include_abstracts: bool = False,
         filter: Mapping[str, Any] | MetadataFilter | None = None,
+        pool_rows: Sequence[int] | None = None,
         **options: Any,
     ) -> list[Retrieved]:
         """:meth:`retrieve` with the query embedding already computed (benchmarks use this).
@@ -444,6 +443,10 @@ class BridgeRAG(ChunkedIndex):
             depth: Expansion depth (default ``config.depth``).
             include_abstracts: As for :meth:`retrieve`.
             filter: As for :meth:`retrieve`.
+            pool_rows: Rows that stand in for the dense pool: another retriever's results
+                found in this index (:class:`core.entity_hop.EntityHopWalk`); rows that are
+                dead, filtered out or out of range are dropped. None: the index's own dense
+                search. When the query names no entity, these rows come back ranked by cosine.
             **options: Unknown options raise TypeError.
 
         Raises:
@@ -473,8 +476,9 @@ class BridgeRAG(ChunkedIndex):
             else []
         )
         pool = cfg.dense_pool if cfg.dense_pool is not None else 2 * k
+        given = None if pool_rows is None else self._pool_hits(query_vector, pool_rows, alive[:n_rows])
         if not matched and not linked:
-            return self._dense(query_vector, k, alive, fallback="no-entity-match")
+            return self._dense(query_vector, k, alive, fallback="no-entity-match", hits=given)
         seeds = sorted({a for ids in matched.values() for a in ids})
         ent_score = self._entity_scores(matched)
         bridged = self._bridge_scores(seeds, ent_score, query_vector, set(matched), within)
@@ -486,7 +490,10 @@ class BridgeRAG(ChunkedIndex):
         cand = self._forest.chunk_ids(np.union1d(nodes, extra_nodes).astype(np.int64)).astype(np.int64)
         cand = cand[cand < n_rows]
         cand = cand[alive[cand]]
-        dense_hits = self._dense_rows(query_vector, pool, alive) if pool > 0 else []
+        if given is not None:
+            dense_hits = given
+        else:
+            dense_hits = self._dense_rows(query_vector, pool, alive) if pool > 0 else []
         dense_rows = [row for row, _ in dense_hits]
         if dense_rows:
             cand = np.union1d(cand, np.asarray(dense_rows, dtype=np.int64))
@@ -502,7 +509,7 @@ class BridgeRAG(ChunkedIndex):
                 cosine=lambda rows: row_cosines(query_vector, matrix, rows),
             )
         if not cos_of:
-            return self._dense(query_vector, k, alive, fallback="no-candidates")
+            return self._dense(query_vector, k, alive, fallback="no-candidates", hits=given)
         ids = np.asarray(sorted(cos_of), dtype=np.int64)
         cos = np.asarray([cos_of[r] for r in ids.tolist()], dtype=np.float64)
         abstracts = row_abstract[ids]
@@ -951,11 +958,28 @@ class BridgeRAG(ChunkedIndex):
             self._vectors = index
             return index
 
+    def _pool_hits(
+        self, query_vector: FloatMatrix, rows: Sequence[int], allowed: npt.NDArray[np.bool_]
+    ) -> list[tuple[int, float]]:
+        """The given rows that are allowed, with their cosine, best first (ties: lower row)."""
+        kept = [int(r) for r in dict.fromkeys(rows) if 0 <= int(r) < allowed.shape[0] and allowed[int(r)]]
+        if not kept:
+            return []
+        sims = row_cosines(query_vector, self._table.matrix, np.asarray(kept, dtype=np.int64)).tolist()
+        return sorted(zip(kept, sims, strict=True), key=lambda rs: (-rs[1], rs[0]))
+
     def _dense(
-        self, query_vector: FloatMatrix, k: int, allowed: npt.NDArray[np.bool_], *, fallback: str
+        self,
+        query_vector: FloatMatrix,
+        k: int,
+        allowed: npt.NDArray[np.bool_],
+        *,
+        fallback: str,
+        hits: Sequence[tuple[int, float]] | None = None,
     ) -> list[Retrieved]:
+        """The dense ranking (``hits``, when given, instead of a search), as results."""
         out = []
-        for row, sim in self._dense_rows(query_vector, k, allowed):
+        for row, sim in self._dense_rows(query_vector, k, allowed) if hits is None else hits[:k]:
             out.append(
                 self._result(
                     row,
