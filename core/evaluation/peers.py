@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -106,10 +106,23 @@ class LangChainPeer(_Peer):
 
 
 class LlamaIndexPeer(_Peer):
-    """A LlamaIndex ``BaseRetriever`` (``retriever.retrieve(query)``) behind ``retrieve(query, k)``."""
+    """A LlamaIndex ``BaseRetriever`` (``retriever.retrieve(query)``) behind ``retrieve(query, k)``.
+
+    Args:
+        retriever: The LlamaIndex retriever.
+        name: The row name.
+        postprocessors: Node postprocessors run on its nodes in order, as a query engine runs them.
+    """
+
+    def __init__(self, retriever: Any, name: str, postprocessors: Sequence[Any] = ()) -> None:
+        super().__init__(retriever, name)
+        self.postprocessors = list(postprocessors)
 
     def _hits(self, query: str) -> Iterator[Hit]:
-        for hit in self.retriever.retrieve(query):
+        nodes = self.retriever.retrieve(query)
+        for postprocessor in self.postprocessors:
+            nodes = postprocessor.postprocess_nodes(nodes, query_str=query)
+        for hit in nodes:
             node = hit.node
             meta = dict(node.metadata)
             # LlamaIndex moves a stored ``doc_id`` key into its relationships; the chunk id keeps it.
@@ -297,6 +310,44 @@ def langchain_bm25_and_chroma(ctx: BenchContext) -> list[Any]:
     return [BM25Retriever.from_documents(docs, k=ctx.k), dense]
 
 
+def _llamaindex_vector_index(ctx: BenchContext) -> Any:
+    """A LlamaIndex ``VectorStoreIndex`` over the shared collection, the run's model."""
+    with _needs(_LLAMA_INDEX_HINT):
+        from llama_index.core import VectorStoreIndex
+        from llama_index.vector_stores.chroma import ChromaVectorStore
+    return VectorStoreIndex.from_vector_store(
+        ChromaVectorStore(chroma_collection=ctx.corpus.store.collection),
+        embed_model=llama_index_embedding(ctx.embedder),
+    )
+
+
+def build_llamaindex_vector(ctx: BenchContext) -> LlamaIndexPeer:
+    """The llamaindex-entity-hop row's base alone: a ``VectorStoreIndex`` retriever with ``2k`` results.
+
+    Raises:
+        ImportError: A LlamaIndex package is missing (the message says which to install).
+    """
+    return LlamaIndexPeer(
+        _llamaindex_vector_index(ctx).as_retriever(similarity_top_k=2 * ctx.k), "llamaindex-vector"
+    )
+
+
+def build_llamaindex_entity_hop(ctx: BenchContext) -> LlamaIndexPeer:
+    """A ``VectorStoreIndex`` retriever (``2k``) then ``EntityHopPostprocessor`` (``k``).
+
+    The postprocessor's index is Bridge-RAG built from the shared collection (no re-embedding).
+
+    Raises:
+        ImportError: A LlamaIndex package is missing (the message says which to install).
+    """
+    from core.entity_hop import EntityHopWalk
+    from llama_index_bridge.hop import EntityHopPostprocessor
+
+    walk = EntityHopWalk.from_store(ctx.corpus.store, embedder=ctx.embedder, k=ctx.k)
+    base = _llamaindex_vector_index(ctx).as_retriever(similarity_top_k=2 * ctx.k)
+    return LlamaIndexPeer(base, "llamaindex-entity-hop", [EntityHopPostprocessor(walk, top_n=ctx.k)])
+
+
 def build_llamaindex_fusion(ctx: BenchContext) -> LlamaIndexPeer:
     """LlamaIndex's ``QueryFusionRetriever`` over BM25 and a Chroma vector index, no LLM.
 
@@ -304,16 +355,11 @@ def build_llamaindex_fusion(ctx: BenchContext) -> LlamaIndexPeer:
         ImportError: A LlamaIndex package is missing (the message says which to install).
     """
     with _needs(_LLAMA_INDEX_HINT):
-        from llama_index.core import VectorStoreIndex
         from llama_index.core.retrievers import QueryFusionRetriever
         from llama_index.core.schema import BaseNode, TextNode
         from llama_index.retrievers.bm25 import BM25Retriever
-        from llama_index.vector_stores.chroma import ChromaVectorStore
     corpus = ctx.corpus
-    index = VectorStoreIndex.from_vector_store(
-        ChromaVectorStore(chroma_collection=corpus.store.collection),
-        embed_model=llama_index_embedding(ctx.embedder),
-    )
+    index = _llamaindex_vector_index(ctx)
     nodes: list[BaseNode] = [TextNode(id_=cid, text=text, metadata=meta) for cid, text, meta in corpus.rows()]
     bm25 = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=ctx.k)
     fusion = QueryFusionRetriever(

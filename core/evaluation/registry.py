@@ -237,6 +237,18 @@ def _langchain_entity_hop(ctx: BenchContext) -> Any:
     return build_langchain_entity_hop(ctx)
 
 
+def _llamaindex_vector(ctx: BenchContext) -> Any:
+    from core.evaluation.peers import build_llamaindex_vector
+
+    return build_llamaindex_vector(ctx)
+
+
+def _llamaindex_entity_hop(ctx: BenchContext) -> Any:
+    from core.evaluation.peers import build_llamaindex_entity_hop
+
+    return build_llamaindex_entity_hop(ctx)
+
+
 def _llamaindex_fusion(ctx: BenchContext) -> Any:
     from core.evaluation.peers import build_llamaindex_fusion
 
@@ -365,6 +377,25 @@ for _spec in (
         query=TEXT_QUERY,
         reuses="collection",
         requires=_LANGCHAIN,
+    ),
+    StrategySpec(
+        "llamaindex-vector",
+        "a LlamaIndex VectorStoreIndex retriever (2k results) on the shared collection: the "
+        "llamaindex-entity-hop row's base alone",
+        _llamaindex_vector,
+        query=TEXT_QUERY,
+        reuses="collection",
+        requires=_LLAMA_INDEX,
+        family="baseline",
+    ),
+    StrategySpec(
+        "llamaindex-entity-hop",
+        "a LlamaIndex VectorStoreIndex retriever (2k) on the shared collection, then "
+        "llama_index_bridge.EntityHopPostprocessor (k) over Bridge-RAG built from that collection",
+        _llamaindex_entity_hop,
+        query=TEXT_QUERY,
+        reuses="collection",
+        requires=_LLAMA_INDEX,
     ),
     StrategySpec(
         "llamaindex-fusion",

@@ -47,7 +47,27 @@ QUESTIONS = [
     ("q3", "Who founded the company that built Marrowick Harbour?", "Jakob Wren", ["p-harbour", "p-wren"]),
     ("q4", "Which chess opening begins with c5?", "Sicilian Defence", ["p-chess"]),
 ]
-RUN = ["dense", "bm25", "hybrid", "bridge", "umg", "umgp", "langchain-ensemble", "llamaindex-fusion"]
+RUN = [
+    "dense",
+    "bm25",
+    "hybrid",
+    "bridge",
+    "umg",
+    "umgp",
+    "langchain-ensemble",
+    "llamaindex-fusion",
+    "uncertainty-fusion",
+    "entity-hop",
+    "llamaindex-entity-hop",
+]
+#: Framework rows: a peer, or one of our composable pieces after a framework retriever.
+FRAMEWORK_ROWS = (
+    "langchain-ensemble",
+    "llamaindex-fusion",
+    "uncertainty-fusion",
+    "entity-hop",
+    "llamaindex-entity-hop",
+)
 
 
 def write_dataset(root: Path) -> Path:
@@ -111,6 +131,11 @@ def test_metrics_are_sane_and_easy_questions_are_answered(result: ComparisonResu
         assert found[0]["passage_recall"] == 1.0, f"{name} misses the one-hop question q1"
         assert found[3]["answer_found"], f"{name} misses the chess question"
     assert by_name["umg"]["build_s"] == by_name["umgp"]["build_s"], "UMG and UMGP share one build"
+    # After a base retriever of 2k results (Bridge-RAG's own dense pool), the composable step
+    # ranks as Bridge-RAG does.
+    bridge_ids = [entry["doc_ids"] for entry in result.per_question["bridge"]]
+    for name in ("entity-hop", "llamaindex-entity-hop"):
+        assert [entry["doc_ids"] for entry in result.per_question[name]] == bridge_ids, name
 
 
 def test_build_alone_adds_the_shared_work_each_strategy_reused(result: ComparisonResult) -> None:
@@ -168,7 +193,7 @@ def test_reports_json_and_plot(result: ComparisonResult, tmp_path: Path) -> None
 
 def test_peer_results_carry_corpus_document_ids(result: ComparisonResult) -> None:
     ids = {i for i, _, _ in CORPUS}
-    for name in ("langchain-ensemble", "llamaindex-fusion"):
+    for name in FRAMEWORK_ROWS:
         for entry in result.per_question[name]:
             assert entry["doc_ids"], name
             assert set(entry["doc_ids"]) <= ids, name

@@ -1,0 +1,120 @@
+"""What the composable pieces cost over the retrievers they wrap, measured question by question.
+
+Run with ``python -m core.evaluation.composable_latency [--data ../shared/data]``, alone on the
+machine. For each dataset, on the benchmark's shared collection, every question is answered
+in turn by each of these benchmark rows (:mod:`core.evaluation.registry`), and its query is
+embedded once more on its own:
+
+* ``langchain-chroma`` and ``entity-hop``: a ``langchain_chroma`` retriever (2k) alone, and
+  the same retriever in a ``ContextualCompressionRetriever`` with ``EntityHopCompressor`` (k);
+* ``llamaindex-vector`` and ``llamaindex-entity-hop``: a ``VectorStoreIndex`` retriever (2k)
+  alone, and followed by ``EntityHopPostprocessor`` (k);
+* ``langchain-ensemble`` and ``uncertainty-fusion``: LangChain's ``EnsembleRetriever`` and
+  ``UncertaintyFusionRetriever`` over the same ``BM25Retriever`` and Chroma retriever.
+
+Running the variants one question at a time puts each pair under the same machine state
+(``bridge-rag bench`` measures one row after the other, so a pair's difference there also
+holds the drift between rows). The figures are medians over every question and round of:
+each row's latency, a composed row's time minus its base's on the same question, and that
+difference minus the question's own query embedding time (what the step adds beyond the one
+query embedding it is allowed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from core.embed import as_embedder
+from core.evaluation.corpus import BenchContext
+from core.evaluation.embedding_cache import EmbeddingCache
+from core.evaluation.metrics import load_dataset
+from core.evaluation.registry import STRATEGIES
+
+__all__ = ["PAIRS", "main", "measure_dataset"]
+
+#: (composed row, its base row): the step is measured as the composed row's time minus the base's.
+PAIRS = (
+    ("entity-hop", "langchain-chroma"),
+    ("llamaindex-entity-hop", "llamaindex-vector"),
+    ("uncertainty-fusion", "langchain-ensemble"),
+)
+_DATASETS = ("hotpotqa", "musique", "2wiki")
+
+
+def _elapsed_ms(call: Callable[..., object], *args: object) -> float:
+    start = time.perf_counter()
+    call(*args)
+    return (time.perf_counter() - start) * 1000.0
+
+
+def measure_dataset(directory: Path, *, k: int = 5, rounds: int = 2) -> dict[str, list[float]]:
+    """Per-question latencies (ms) of every row of :data:`PAIRS` and of the query embedding.
+
+    Args:
+        directory: The dataset's folder.
+        k: Results per question.
+        rounds: Passes over the questions (each pass answers every question with every row).
+
+    Returns:
+        Latencies by row name, plus ``"query embedding"``; index ``i`` of every list is the
+        same question and round.
+    """
+    data = load_dataset(directory)
+    names = list(dict.fromkeys(name for pair in PAIRS for name in pair))
+    with tempfile.TemporaryDirectory(prefix="composable-latency-") as tmp:
+        ctx = BenchContext.create(
+            data.documents(seed=0), EmbeddingCache(as_embedder(None)), Path(tmp), k=k, show_progress=False
+        )
+        rows = {name: STRATEGIES[name].build(ctx) for name in names}
+        out: dict[str, list[float]] = {name: [] for name in [*names, "query embedding"]}
+        for _ in range(rounds):
+            for q in data.questions:
+                for name, row in rows.items():
+                    out[name].append(_elapsed_ms(row.retrieve, q.question, k))
+                out["query embedding"].append(_elapsed_ms(ctx.embedder.embed_query, q.question))
+    return out
+
+
+def _p50(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point: measures, prints one table, returns 0."""
+    parser = argparse.ArgumentParser(
+        prog="python -m core.evaluation.composable_latency",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--data", type=Path, default=Path("../shared/data"), help="the datasets' folder")
+    parser.add_argument("--k", type=int, default=5, help="results per question (default 5)")
+    parser.add_argument("--rounds", type=int, default=2, help="passes over the questions (default 2)")
+    parser.add_argument("--datasets", default=",".join(_DATASETS), help="comma-separated dataset folders")
+    args = parser.parse_args(argv)
+    print(f"p50 ms over every question x {args.rounds} rounds, rows interleaved per question; k = {args.k}")
+    print(
+        "| dataset | step | base p50 | composed p50 | added p50 | query embedding p50 | "
+        "added - embedding p50 | composed / base p50 |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for name in args.datasets.split(","):
+        times = measure_dataset(args.data / name, k=args.k, rounds=args.rounds)
+        embed = times["query embedding"]
+        for composed, base in PAIRS:
+            added = [c - b for c, b in zip(times[composed], times[base], strict=True)]
+            beyond = [a - e for a, e in zip(added, embed, strict=True)]
+            b, c = _p50(times[base]), _p50(times[composed])
+            print(
+                f"| {name} | {composed} over {base} | {b:.1f} | {c:.1f} | {_p50(added):+.1f} | "
+                f"{_p50(embed):.1f} | {_p50(beyond):+.1f} | {c / b:.2f} |"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
