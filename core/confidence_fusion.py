@@ -7,15 +7,23 @@ already runs. For each list ``l`` with scores ``s``:
 
 * its confidence ``c_l = entropy_confidence(standardize(s), temperature)``: a peaked list
   (one clear winner) is trusted more than a flat one;
-* its scores are min-max scaled to [0, 1];
-* an item's fused score is ``sum_l weight_l * c_l * scaled_l(item)``, an item missing from a
-  list getting nothing from it.
+* each item gets a contribution from its place in the list (``scaling``): ``"rank"`` (the
+  default) gives the item at rank ``r`` (0-based) ``1 / (1 + r)``, a reciprocal-rank
+  contribution; ``"minmax"`` gives its score min-max scaled to [0, 1];
+* an item's fused score is ``sum_l weight_l * c_l * contribution_l(item)``, an item missing
+  from a list getting nothing from it.
+
+So the scores decide how much a list is trusted on this query, and the ranks what each of
+its items brings: with equal confidences, ``"rank"`` is reciprocal-rank fusion. Rank
+contributions are the default because the lists an app fuses are short and their scores
+are on unrelated scales: min-max scaling of five scores gives the fifth nothing and lets
+one gap decide the rest (``python -m core.evaluation.fusion_sweep`` prints both, on every
+dev set). UMG-RAG's own fusion, over 50-long lists of its experts, scales scores.
 
 A list that carries no scores (LangChain's ``BM25Retriever`` returns none) is given rank
 scores ``1 / (1 + rank)`` and, since its rank scores have the same shape on every query, the
-mean confidence of the lists that do carry scores (0.5 when none does): it is fused like a
-weighted reciprocal-rank list. When every confidence is zero (all lists flat), the weights
-alone decide.
+mean confidence of the lists that do carry scores (0.5 when none does). When every
+confidence is zero (all lists flat), the weights alone decide.
 
 Nothing here imports a framework; the adapters in ``langchain_bridge`` and
 ``llama_index_bridge`` turn their documents into :class:`RankedList` and back.
@@ -26,6 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -33,10 +42,29 @@ import numpy.typing as npt
 from core.native.fusion import fuse_weighted
 from core.strategies.umg.uncertainty import entropy_confidence, minmax_normalize, standardize
 
-__all__ = ["DEFAULT_TEMPERATURE", "FusedItem", "RankedList", "fuse_ranked_lists", "list_confidences"]
+__all__ = [
+    "DEFAULT_SCALING",
+    "DEFAULT_TEMPERATURE",
+    "FusedItem",
+    "RankedList",
+    "Scaling",
+    "check_scaling",
+    "fuse_ranked_lists",
+    "list_confidences",
+]
 
-DEFAULT_TEMPERATURE = 1.0
-"""Softmax temperature of the confidence, on z-scores (UMG-RAG's default)."""
+DEFAULT_TEMPERATURE = 0.25
+"""Softmax temperature of the confidence, on z-scores.
+
+Chosen with ``python -m core.evaluation.fusion_sweep`` on the three dev sets together, with
+5 and 10 results per retriever: the best mean gain over ``EnsembleRetriever`` of the
+temperatures swept (0.1 to 4), though every one of them lay within 0.7 points of it; rank
+contributions beat min-max scaled scores at every temperature. UMG-RAG's own fusion keeps
+its temperature (:class:`~core.strategies.umg.UMGConfig`), set on its 50-long lists."""
+Scaling = Literal["rank", "minmax"]
+"""How an item's place in its list becomes its contribution: its rank, or its min-max scaled score."""
+DEFAULT_SCALING: Scaling = "rank"
+"""Reciprocal-rank contributions, weighted by each list's confidence (see the module's notes)."""
 _NEUTRAL_CONFIDENCE = 0.5  # a scoreless list's confidence when no list has scores
 
 
@@ -70,6 +98,17 @@ class FusedItem:
     key: Hashable
     score: float
     source: int
+
+
+def check_scaling(scaling: object) -> Scaling:
+    """``scaling`` if it is ``"rank"`` or ``"minmax"``.
+
+    Raises:
+        ValueError: Any other value.
+    """
+    if scaling == "rank" or scaling == "minmax":
+        return scaling
+    raise ValueError(f"scaling must be 'rank' or 'minmax', got {scaling!r}")
 
 
 def _checked_weights(weights: Sequence[float] | None, n: int) -> list[float]:
@@ -115,6 +154,7 @@ def fuse_ranked_lists(
     *,
     temperature: float = DEFAULT_TEMPERATURE,
     k: int | None = None,
+    scaling: Scaling = DEFAULT_SCALING,
 ) -> tuple[list[FusedItem], list[float]]:
     """Fuses ranked lists, each weighted by its per-query confidence.
 
@@ -123,6 +163,8 @@ def fuse_ranked_lists(
         weights: A prior weight per list (default equal); multiplied by its confidence.
         temperature: Softmax temperature of the confidence (on z-scores).
         k: How many fused results to return; None: all.
+        scaling: An item's contribution: ``"rank"``, ``1 / (1 + rank)``; ``"minmax"``, its
+            score min-max scaled to [0, 1] (rank scores for a list without scores).
 
     Returns:
         The fused results, best first (ties: the earlier first appearance), and each list's
@@ -130,9 +172,10 @@ def fuse_ranked_lists(
 
     Raises:
         ValueError: A weight per list is not given, a weight is negative or not finite, or
-            ``k`` < 1.
+            ``k`` < 1, or an unknown ``scaling``.
     """
     w = _checked_weights(weights, len(lists))
+    check_scaling(scaling)
     if k is not None and k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     confidences = list_confidences(lists, temperature)
@@ -145,13 +188,16 @@ def fuse_ranked_lists(
     unit_ids: list[int] = []
     scaled: list[npt.NDArray[np.float64]] = []
     for li_index, li in enumerate(lists):
-        raw = li.scores if li.scores is not None else [1.0 / (1 + r) for r in range(len(li.keys))]
+        ranks = [1.0 / (1 + r) for r in range(len(li.keys))]
         for key in li.keys:
             if key not in ids:
                 ids[key] = len(ids)
                 source.append(li_index)
             unit_ids.append(ids[key])
-        scaled.append(_scaled(raw))
+        if scaling == "rank":
+            scaled.append(np.asarray(ranks, dtype=np.float64))
+        else:
+            scaled.append(_scaled(li.scores if li.scores is not None else ranks))
         offsets.append(len(unit_ids))
     if not ids:
         return [], confidences

@@ -30,7 +30,13 @@ from langchain_core.retrievers import BaseRetriever, RetrieverLike
 from langchain_core.vectorstores import VectorStoreRetriever
 from pydantic import Field, model_validator
 
-from core.confidence_fusion import DEFAULT_TEMPERATURE, RankedList, fuse_ranked_lists
+from core.confidence_fusion import (
+    DEFAULT_SCALING,
+    DEFAULT_TEMPERATURE,
+    RankedList,
+    Scaling,
+    fuse_ranked_lists,
+)
 
 __all__ = ["UncertaintyFusionRetriever"]
 
@@ -94,6 +100,10 @@ class UncertaintyFusionRetriever(BaseRetriever):
     temperature: float = Field(
         default=DEFAULT_TEMPERATURE, gt=0, description="Softmax temperature of the confidence (z-scores)."
     )
+    scaling: Scaling = Field(
+        default=DEFAULT_SCALING,
+        description="An item's contribution: 'rank' (1 / (1 + rank)) or 'minmax' (its score).",
+    )
     k: int | None = Field(default=None, ge=1, description="Fused documents returned; None: all of them.")
     id_key: str | None = Field(
         default=None,
@@ -151,7 +161,9 @@ class UncertaintyFusionRetriever(BaseRetriever):
             for key, doc in zip(keys, docs, strict=True):
                 by_key.setdefault(key, doc)
             lists.append(RankedList(keys, scores))
-        fused, confidences = fuse_ranked_lists(lists, self.weights, temperature=self.temperature, k=self.k)
+        fused, confidences = fuse_ranked_lists(
+            lists, self.weights, temperature=self.temperature, k=self.k, scaling=self.scaling
+        )
         out = []
         for item in fused:
             doc = by_key[item.key]

@@ -17,7 +17,14 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from core.confidence_fusion import DEFAULT_TEMPERATURE, RankedList, fuse_ranked_lists
+from core.confidence_fusion import (
+    DEFAULT_SCALING,
+    DEFAULT_TEMPERATURE,
+    RankedList,
+    Scaling,
+    check_scaling,
+    fuse_ranked_lists,
+)
 
 __all__ = ["UncertaintyFusionRetriever"]
 
@@ -30,10 +37,12 @@ class UncertaintyFusionRetriever(BaseRetriever):
         weights: A prior weight per retriever (default equal), times its confidence.
         similarity_top_k: Fused nodes returned; None: all of them.
         temperature: Softmax temperature of the confidence (on z-scores).
+        scaling: An item's contribution: ``"rank"`` (``1 / (1 + rank)``) or ``"minmax"`` (its
+            score scaled to [0, 1]); see :mod:`core.confidence_fusion`.
         callback_manager: LlamaIndex callbacks.
 
     Raises:
-        ValueError: No retrievers, or not one weight per retriever.
+        ValueError: No retrievers, not one weight per retriever, or an unknown ``scaling``.
 
     Example:
         >>> fused = UncertaintyFusionRetriever([bm25, index.as_retriever()])  # doctest: +SKIP
@@ -46,6 +55,7 @@ class UncertaintyFusionRetriever(BaseRetriever):
         weights: Sequence[float] | None = None,
         similarity_top_k: int | None = None,
         temperature: float = DEFAULT_TEMPERATURE,
+        scaling: Scaling = DEFAULT_SCALING,
         callback_manager: CallbackManager | None = None,
         **kwargs: Any,
     ) -> None:
@@ -61,6 +71,7 @@ class UncertaintyFusionRetriever(BaseRetriever):
         self.weights = None if weights is None else [float(w) for w in weights]
         self.similarity_top_k = similarity_top_k
         self.temperature = temperature
+        self.scaling = check_scaling(scaling)
         super().__init__(callback_manager=callback_manager, **kwargs)
 
     def _fuse(self, results: Sequence[list[NodeWithScore]]) -> list[NodeWithScore]:
@@ -74,7 +85,7 @@ class UncertaintyFusionRetriever(BaseRetriever):
             known = all(s is not None for s in scores)
             lists.append(RankedList(keys, [float(s) for s in scores if s is not None] if known else None))
         fused, _ = fuse_ranked_lists(
-            lists, self.weights, temperature=self.temperature, k=self.similarity_top_k
+            lists, self.weights, temperature=self.temperature, k=self.similarity_top_k, scaling=self.scaling
         )
         return [NodeWithScore(node=by_id[str(item.key)].node, score=item.score) for item in fused]
 

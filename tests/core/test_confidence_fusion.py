@@ -59,8 +59,34 @@ def test_weights_steer_and_bad_arguments_are_refused() -> None:
     assert fuse_ranked_lists([RankedList([]), RankedList([])])[0] == []
 
 
+def test_rank_scaling_gives_every_place_its_reciprocal_rank_times_the_confidence() -> None:
+    scores = [0.61, 0.60, 0.59, 0.58, 0.20]
+    li = RankedList(["a", "b", "c", "d", "e"], scores)
+    (conf,) = list_confidences([li])
+    fused, _ = fuse_ranked_lists([li])  # the default scaling: rank
+    assert [f.key for f in fused] == ["a", "b", "c", "d", "e"]
+    assert [f.score for f in fused] == pytest.approx([conf / (1 + r) for r in range(5)], rel=1e-6)
+    assert fused[-1].score > 0, "the last place still counts"
+    by_score, _ = fuse_ranked_lists([li], scaling="minmax")
+    assert by_score[-1].score == 0.0
+    assert by_score[0].score == pytest.approx(by_score[3].score, abs=0.1), "min-max: one gap decides"
+    with pytest.raises(ValueError, match="scaling must be 'rank' or 'minmax'"):
+        fuse_ranked_lists([li], scaling="softmax")  # type: ignore[arg-type]
+
+
+def test_with_equal_confidences_rank_scaling_is_reciprocal_rank_fusion() -> None:
+    a = RankedList(["x", "y", "z"], [3.0, 2.0, 1.0])
+    b = RankedList(["z", "y", "x"], [3.0, 2.0, 1.0])  # the same shape: the same confidence
+    c = RankedList(["y", "w"], [1.0, 0.0])
+    fused, conf = fuse_ranked_lists([a, b], weights=[1.0, 1.0])
+    assert conf[0] == pytest.approx(conf[1])
+    rrf = {"x": 1 + 1 / 3, "y": 1 / 2 + 1 / 2, "z": 1 / 3 + 1}
+    assert {f.key: f.score for f in fused} == pytest.approx({key: conf[0] * v for key, v in rrf.items()})
+    assert fuse_ranked_lists([a, c], weights=[0.0, 1.0])[0][0].key == "y"
+
+
 def test_non_finite_scores_count_as_the_lowest() -> None:
-    fused, _ = fuse_ranked_lists([RankedList(["a", "b", "c"], [float("nan"), 2.0, 1.0])])
+    fused, _ = fuse_ranked_lists([RankedList(["a", "b", "c"], [float("nan"), 2.0, 1.0])], scaling="minmax")
     assert fused[0].key == "b"
     assert fused[-1].score == 0.0
     assert all(f.score == f.score for f in fused)  # no NaN

@@ -84,6 +84,18 @@ def test_works_over_a_non_chroma_store_and_a_scoreless_retriever(lc_embeddings: 
     assert set(ids) >= {"e", "c", "a"}
 
 
+def test_scaling_reaches_the_fusion() -> None:
+    bm25 = BM25Retriever.from_documents(DOCS, k=3)
+    query = "Marrowick observatory founded by Ilse Varga"
+    by_rank = UncertaintyFusionRetriever(retrievers=[bm25]).invoke(query)  # default: rank
+    by_score = UncertaintyFusionRetriever(retrievers=[bm25], scaling="minmax").invoke(query)
+    assert [d.id for d in by_rank] == [d.id for d in by_score]
+    assert by_rank[-1].metadata["fusion_score"] > 0, "rank: the last place still counts"
+    assert by_score[-1].metadata["fusion_score"] == 0.0, "min-max: the lowest score gives nothing"
+    with pytest.raises(ValueError, match="scaling"):
+        UncertaintyFusionRetriever(retrievers=[bm25], scaling="softmax")
+
+
 def test_weights_must_match_the_retrievers() -> None:
     bm25 = BM25Retriever.from_documents(DOCS, k=2)
     with pytest.raises(ValueError, match="one per retriever"):

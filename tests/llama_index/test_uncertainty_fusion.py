@@ -59,6 +59,27 @@ def test_scoreless_nodes_are_fused_by_rank_and_arguments_are_checked() -> None:
         UncertaintyFusionRetriever([Slow(NODES[0])], weights=[1.0, 2.0])
 
 
+class Fixed(BaseRetriever):
+    def __init__(self, hits: list[NodeWithScore]) -> None:
+        self.hits = hits
+        super().__init__()
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self.hits
+
+
+def test_scaling_reaches_the_fusion() -> None:
+    hits = [NodeWithScore(node=n, score=s) for n, s in zip(NODES[:3], [0.9, 0.5, 0.4], strict=True)]
+    by_rank = UncertaintyFusionRetriever([Fixed(hits)]).retrieve("q")  # default: rank
+    by_score = UncertaintyFusionRetriever([Fixed(hits)], scaling="minmax").retrieve("q")
+    assert [h.node.node_id for h in by_rank] == [h.node.node_id for h in by_score] == ["a", "b", "c"]
+    assert by_rank[-1].score is not None
+    assert by_rank[-1].score > 0
+    assert by_score[-1].score == 0.0
+    with pytest.raises(ValueError, match="scaling"):
+        UncertaintyFusionRetriever([Fixed(hits)], scaling="softmax")  # type: ignore[arg-type]
+
+
 def test_aretrieve_runs_concurrently_and_keeps_the_loop_free() -> None:
     fused = UncertaintyFusionRetriever([Slow(n, 1.0) for n in NODES[:3]])
 
