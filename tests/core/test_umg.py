@@ -226,6 +226,10 @@ def test_list_confidences_and_fused_scores_follow_the_formulas(umg: UMGRAG, quer
         assert r.metadata["confidences"] == {key: round(li.confidence, 6) for key, li in by_key.items()}
         unit = umg._table.ids.index(r.id)
         expected = 0.0
+        ranked_it = [li for li in lists if np.flatnonzero(li.ids == unit).size]
+        surest = max(ranked_it, key=lambda li: li.confidence * li.weight, default=None)
+        # found_by: the expert of the most confident weighted list that ranked the unit.
+        assert r.metadata["found_by"] == (surest.expert if surest is not None else "promotion")
         for key, li in by_key.items():
             hits = np.flatnonzero(li.ids == unit)
             if hits.size:

@@ -102,11 +102,9 @@ class BubbleConfig(StrategyConfig, ChunkingConfig, HopConfig):
     """Settings of a BubbleRAG index.
 
     The entity-hop walk over the chunks' graph entities, seeded by the chunks the evidence
-    graphs rank best (``link_hops=0`` turns it off), is set by the fields
-    ``link_hops``, ``hop_seeds``, ``link_bonus``, ``hop_bonus``, ``mention_bonus``,
-    ``link_max_df``, ``mention_max_df``, ``link_max_ngram``, ``hub_discount``,
-    ``about_per_document``, ``mention_follow`` and ``common_share`` of
-    :class:`~core.strategies.entity_links.HopConfig`, documented there.
+    graphs rank best (``link_hops=0`` turns it off), is set by
+    its :class:`~core.strategies.entity_links.HopConfig` fields
+    (``link_hops``, ``hop_seeds``, ...), documented there.
 
     Attributes:
         chunk_size: Largest chunk, in characters (chunks keep whole sentences); None = what

@@ -83,11 +83,9 @@ class UMGConfig(StrategyConfig, HopConfig):
     """Settings of a UMG-RAG index.
 
     The bridging expert's entity-hop walk (its list ranks ``bridge_granularity`` windows;
-    ``link_hops=0`` turns the expert off) is set by the fields
-    ``link_hops``, ``hop_seeds``, ``link_bonus``, ``hop_bonus``, ``mention_bonus``,
-    ``link_max_df``, ``mention_max_df``, ``link_max_ngram``, ``hub_discount``,
-    ``about_per_document``, ``mention_follow`` and ``common_share`` of
-    :class:`~core.strategies.entity_links.HopConfig`, documented there.
+    ``link_hops=0`` turns the expert off) is set by
+    its :class:`~core.strategies.entity_links.HopConfig` fields
+    (``link_hops``, ``hop_seeds``, ...), documented there.
 
     Attributes:
         granularities: Window sizes, in sentences.
