@@ -6,7 +6,8 @@ the two retrievers of the ``langchain-ensemble`` peer (LangChain's ``BM25Retriev
 question once, with each retriever returning 5 results and again 10 (``bridge-rag bench``
 asks every row for 10 and reads R@5 off them); their scored lists are then fused with each
 swept scaling (``rank``, ``minmax``) and temperature (the fusion is cheap, the retrieval is
-not), and ``EnsembleRetriever`` answers the same questions. It prints
+not), and ``EnsembleRetriever`` answers the same questions. A row fuses the same lists by
+rank with every confidence equal, so what the entropy weighting adds is read off. It prints
 R@k per dataset and the mean of the datasets for each setting, so one setting is chosen for
 all of them together. Quality only: latency is measured by ``bridge-rag bench``.
 """
@@ -26,6 +27,7 @@ from core.evaluation.corpus import BenchContext
 from core.evaluation.embedding_cache import EmbeddingCache
 from core.evaluation.metrics import load_dataset, passage_recall
 from core.evaluation.peers import langchain_bm25_and_chroma
+from core.native.fusion import rrf_fuse
 
 __all__ = ["main", "sweep_dataset"]
 
@@ -34,10 +36,29 @@ _TEMPERATURES = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
 _SCALINGS: tuple[Scaling, ...] = ("rank", "minmax")
 #: Results each retriever returns: LangChain's ``k`` of 5, and 10 (what ``bridge-rag bench`` asks for).
 _LIST_LENGTHS = (5, 10)
+#: The ``rank`` fusion without the entropy weighting: what the confidence adds is the difference.
+_EQUAL = "rank, equal confidences"
 
 
 def _doc_ids(docs: Sequence[Any]) -> list[str]:
     return [str(d.metadata.get("doc_id") or (d.id or "").split("::")[0]) for d in docs]
+
+
+def _equal_confidences(lists: Sequence[tuple[Sequence[Any], Any]], k: int) -> list[Any]:
+    """The ``rank`` fusion with every list's confidence equal: reciprocal ranks ``1 / (1 + rank)``."""
+    ids: dict[Any, int] = {}
+    docs: list[Any] = []
+    offsets, units = [0], []
+    for found, _ in lists:
+        for doc in found:
+            key = doc.id or doc.page_content
+            if key not in ids:
+                ids[key] = len(ids)
+                docs.append(doc)
+            units.append(ids[key])
+        offsets.append(len(units))
+    fused, _ = rrf_fuse(offsets, units, k_rrf=0.0, k=k)  # 1-based ranks: 1 / (0 + rank)
+    return [docs[i] for i in fused.tolist()]
 
 
 def sweep_dataset(
@@ -71,10 +92,11 @@ def sweep_dataset(
                 for t in temperatures
             }
             any_fusion = next(iter(fusions.values()))
-            totals = {"ensemble": 0.0, **dict.fromkeys(fusions, 0.0)}
+            totals = {"ensemble": 0.0, _EQUAL: 0.0, **dict.fromkeys(fusions, 0.0)}
             for q in data.questions:
                 lists = [any_fusion._scored(r, q.question, None) for r in retrievers]
                 totals["ensemble"] += passage_recall(q, _doc_ids(ensemble.invoke(q.question)[:k]))
+                totals[_EQUAL] += passage_recall(q, _doc_ids(_equal_confidences(lists, k)))
                 for setting, fusion in fusions.items():
                     totals[setting] += passage_recall(q, _doc_ids(fusion._fuse(lists)[:k]))
             recall.update({(n, name): total / len(data.questions) for name, total in totals.items()})
