@@ -213,46 +213,14 @@ def _umg(ctx: BenchContext) -> Any:
     )
 
 
-def _langchain_ensemble(ctx: BenchContext) -> Any:
-    from core.evaluation.peers import build_langchain_ensemble
+def _peer(builder: str) -> BuildFn:
+    """The builder ``core.evaluation.peers.<builder>``, imported (with its framework) when it runs."""
 
-    return build_langchain_ensemble(ctx)
+    def build(ctx: BenchContext) -> Any:
+        return getattr(importlib.import_module("core.evaluation.peers"), builder)(ctx)
 
-
-def _langchain_uncertainty_fusion(ctx: BenchContext) -> Any:
-    from core.evaluation.peers import build_langchain_uncertainty_fusion
-
-    return build_langchain_uncertainty_fusion(ctx)
-
-
-def _langchain_chroma(ctx: BenchContext) -> Any:
-    from core.evaluation.peers import build_langchain_chroma
-
-    return build_langchain_chroma(ctx)
-
-
-def _langchain_entity_hop(ctx: BenchContext) -> Any:
-    from core.evaluation.peers import build_langchain_entity_hop
-
-    return build_langchain_entity_hop(ctx)
-
-
-def _llamaindex_vector(ctx: BenchContext) -> Any:
-    from core.evaluation.peers import build_llamaindex_vector
-
-    return build_llamaindex_vector(ctx)
-
-
-def _llamaindex_entity_hop(ctx: BenchContext) -> Any:
-    from core.evaluation.peers import build_llamaindex_entity_hop
-
-    return build_llamaindex_entity_hop(ctx)
-
-
-def _llamaindex_fusion(ctx: BenchContext) -> Any:
-    from core.evaluation.peers import build_llamaindex_fusion
-
-    return build_llamaindex_fusion(ctx)
+    build.__name__ = build.__qualname__ = builder
+    return build
 
 
 _LANGCHAIN = (
@@ -344,7 +312,7 @@ for _spec in (
         "langchain-ensemble",
         "LangChain EnsembleRetriever (RRF, equal weights): BM25Retriever + Chroma retriever "
         "on the shared collection",
-        _langchain_ensemble,
+        _peer("build_langchain_ensemble"),
         query=TEXT_QUERY,
         reuses="collection",
         requires=_LANGCHAIN,
@@ -354,7 +322,7 @@ for _spec in (
         "uncertainty-fusion",
         "langchain_bridge.UncertaintyFusionRetriever (entropy-weighted, equal prior weights) over the "
         "langchain-ensemble peer's BM25Retriever + Chroma retriever",
-        _langchain_uncertainty_fusion,
+        _peer("build_langchain_uncertainty_fusion"),
         query=TEXT_QUERY,
         reuses="collection",
         requires=_LANGCHAIN,
@@ -363,7 +331,7 @@ for _spec in (
     StrategySpec(
         "langchain-chroma",
         "a langchain_chroma retriever (2k results) on the shared collection: the entity-hop row's base alone",
-        _langchain_chroma,
+        _peer("build_langchain_chroma"),
         query=TEXT_QUERY,
         reuses="collection",
         requires=_LANGCHAIN,
@@ -373,7 +341,7 @@ for _spec in (
         "entity-hop",
         "ContextualCompressionRetriever: a langchain_chroma retriever (2k) on the shared collection, then "
         "langchain_bridge.EntityHopCompressor (k) over Bridge-RAG built from that collection",
-        _langchain_entity_hop,
+        _peer("build_langchain_entity_hop"),
         query=TEXT_QUERY,
         reuses="collection",
         requires=_LANGCHAIN,
@@ -382,7 +350,7 @@ for _spec in (
         "llamaindex-vector",
         "a LlamaIndex VectorStoreIndex retriever (2k results) on the shared collection: the "
         "llamaindex-entity-hop row's base alone",
-        _llamaindex_vector,
+        _peer("build_llamaindex_vector"),
         query=TEXT_QUERY,
         reuses="collection",
         requires=_LLAMA_INDEX,
@@ -392,7 +360,7 @@ for _spec in (
         "llamaindex-entity-hop",
         "a LlamaIndex VectorStoreIndex retriever (2k) on the shared collection, then "
         "llama_index_bridge.EntityHopPostprocessor (k) over Bridge-RAG built from that collection",
-        _llamaindex_entity_hop,
+        _peer("build_llamaindex_entity_hop"),
         query=TEXT_QUERY,
         reuses="collection",
         requires=_LLAMA_INDEX,
@@ -401,7 +369,7 @@ for _spec in (
         "llamaindex-fusion",
         "LlamaIndex QueryFusionRetriever (reciprocal_rerank, num_queries=1, no LLM): BM25Retriever "
         "+ VectorStoreIndex on the shared collection",
-        _llamaindex_fusion,
+        _peer("build_llamaindex_fusion"),
         query=TEXT_QUERY,
         reuses="collection",
         requires=_LLAMA_INDEX,
