@@ -27,7 +27,6 @@ from core.evaluation.corpus import BenchContext
 from core.evaluation.embedding_cache import EmbeddingCache
 from core.evaluation.metrics import load_dataset, passage_recall
 from core.evaluation.peers import langchain_bm25_and_chroma
-from core.native.fusion import rrf_fuse
 
 __all__ = ["main", "sweep_dataset"]
 
@@ -42,23 +41,6 @@ _EQUAL = "rank, equal confidences"
 
 def _doc_ids(docs: Sequence[Any]) -> list[str]:
     return [str(d.metadata.get("doc_id") or (d.id or "").split("::")[0]) for d in docs]
-
-
-def _equal_confidences(lists: Sequence[tuple[Sequence[Any], Any]], k: int) -> list[Any]:
-    """The ``rank`` fusion with every list's confidence equal: reciprocal ranks ``1 / (1 + rank)``."""
-    ids: dict[Any, int] = {}
-    docs: list[Any] = []
-    offsets, units = [0], []
-    for found, _ in lists:
-        for doc in found:
-            key = doc.id or doc.page_content
-            if key not in ids:
-                ids[key] = len(ids)
-                docs.append(doc)
-            units.append(ids[key])
-        offsets.append(len(units))
-    fused, _ = rrf_fuse(offsets, units, k_rrf=0.0, k=k)  # 1-based ranks: 1 / (0 + rank)
-    return [docs[i] for i in fused.tolist()]
 
 
 def sweep_dataset(
@@ -92,11 +74,14 @@ def sweep_dataset(
                 for t in temperatures
             }
             any_fusion = next(iter(fusions.values()))
+            # The same lists without their scores: every list gets the same confidence.
+            equal = UncertaintyFusionRetriever(retrievers=retrievers, scaling="rank")
             totals = {"ensemble": 0.0, _EQUAL: 0.0, **dict.fromkeys(fusions, 0.0)}
             for q in data.questions:
                 lists = [any_fusion._scored(r, q.question, None) for r in retrievers]
                 totals["ensemble"] += passage_recall(q, _doc_ids(ensemble.invoke(q.question)[:k]))
-                totals[_EQUAL] += passage_recall(q, _doc_ids(_equal_confidences(lists, k)))
+                scoreless = [(docs, None) for docs, _ in lists]
+                totals[_EQUAL] += passage_recall(q, _doc_ids(equal._fuse(scoreless)[:k]))
                 for setting, fusion in fusions.items():
                     totals[setting] += passage_recall(q, _doc_ids(fusion._fuse(lists)[:k]))
             recall.update({(n, name): total / len(data.questions) for name, total in totals.items()})
