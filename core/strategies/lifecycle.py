@@ -50,6 +50,7 @@ from core.strategies.common import (
     timed,
 )
 from core.strategies.config import StrategyConfig
+from core.strategies.entity_links import EntityLinks
 from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows
 from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents
 from core.types import BuildReport, Document
@@ -85,8 +86,33 @@ class IndexLifecycle(Follows):
     store: Any
     embedder: Embedder
     config: Any
+    show_progress: bool
+    report: BuildReport
+    persist_path: Path | None
     _table: ChunkTable
     _lock: threading.RLock
+    _links: EntityLinks
+
+    def _init_shared(
+        self, store: Any, embedder: Embedder, config: StrategyConfig | None, show_progress: bool
+    ) -> None:
+        """Sets the state every strategy starts with; a constructor calls it first.
+
+        Args:
+            store: The Chroma collection (or None, where the strategy allows one).
+            embedder: Embeds chunks and queries.
+            config: The settings; None: :attr:`config_type`'s defaults.
+            show_progress: Show progress bars on long work.
+        """
+        self.config = self.config_type() if config is None else config
+        self.store = store
+        self.embedder = embedder
+        self.show_progress = show_progress
+        self.report = BuildReport()
+        self.persist_path = None
+        self._lock = threading.RLock()
+        self._table = ChunkTable(embedder.dimension)
+        self._links = EntityLinks()
 
     @property
     def default_k(self) -> int:

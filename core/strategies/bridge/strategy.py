@@ -26,10 +26,8 @@ Made robust beyond the paper's Algorithm 1:
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -67,7 +65,6 @@ from core.strategies.common import (
 )
 from core.strategies.config import ChunkingConfig, StrategyConfig
 from core.strategies.entity_links import (
-    EntityLinks,
     HopConfig,
     Reached,
     hop_provenance,
@@ -80,7 +77,7 @@ from core.strategies.lifecycle import ChunkedIndex
 from core.strategies.subjects import UnitSubjects, unit_subjects
 from core.strategies.table import ChunkRows, ChunkTable, stored_rows
 from core.text import query_ngrams, title_entities
-from core.types import BuildReport, Retrieved
+from core.types import Retrieved
 from core.vector_index import HEADER_FILE, VectorIndex
 
 __all__ = ["BridgeConfig", "BridgeRAG"]
@@ -253,19 +250,12 @@ class BridgeRAG(ChunkedIndex):
         llm: Any = None,
         show_progress: bool = False,
     ) -> None:
-        self.config = config or BridgeConfig()
-        self.store = store
-        self.embedder = embedder
+        self._init_shared(store, embedder, config, show_progress)
         self._extractor = entity_extractor
         self.llm = as_llm(llm)
-        self.show_progress = show_progress
-        self.report = BuildReport()
-        self.persist_path: Path | None = None
-        self._lock = threading.RLock()
         self._filter = CuckooFilter(fingerprint_bits=self.config.fingerprint_bits)
         self._forest = AbstractForest()
         dim = embedder.dimension
-        self._table = ChunkTable(dim)
         self._vectors: VectorIndex | None = None  # over every chunk row, live or not
         self._row_abstract = np.zeros(0, dtype=np.int64)
         self._abs_level: list[int] = []
@@ -275,7 +265,6 @@ class BridgeRAG(ChunkedIndex):
         self._abs_alive: list[bool] = []
         self._abs_matrix: FloatMatrix = np.zeros((0, dim), dtype=np.float32)
         self._parent_cache: npt.NDArray[np.int32] | None = None
-        self._links = EntityLinks()
 
     # ------------------------------------------------------------------ properties
     @property

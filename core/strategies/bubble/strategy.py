@@ -35,11 +35,9 @@ Query (the paper's steps):
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -70,7 +68,6 @@ from core.strategies.common import (
 )
 from core.strategies.config import ChunkingConfig, StrategyConfig
 from core.strategies.entity_links import (
-    EntityLinks,
     HopConfig,
     Reached,
     confident_head,
@@ -84,7 +81,7 @@ from core.strategies.lifecycle import ChunkedIndex
 from core.strategies.subjects import unit_subjects
 from core.strategies.table import ChunkRows, ChunkTable, stored_rows
 from core.text import make_doc_id
-from core.types import BuildReport, Document, Retrieved
+from core.types import Document, Retrieved
 from core.vector_index import DEFAULT_EXACT_BELOW
 
 __all__ = ["BubbleConfig", "BubbleRAG", "EvidenceGraph"]
@@ -270,21 +267,13 @@ class BubbleRAG(ChunkedIndex):
         llm: Any = None,
         show_progress: bool = False,
     ) -> None:
-        self.config = config or BubbleConfig()
-        self.store = store
-        self.embedder = embedder
+        self._init_shared(store, embedder, config, show_progress)
         self.llm: LLM | None = as_llm(llm)
         self._triple_extractor = triple_extractor
-        self.show_progress = show_progress
-        self.report = BuildReport()
-        self.persist_path: Path | None = None
         self.kg = KnowledgeGraph(embedder.dimension)
         self.terms = TermStatistics()
-        self._lock = threading.RLock()
-        self._table = ChunkTable(embedder.dimension)
         self._nlp: Any = None
         self._concept_cache: dict[str, FloatMatrix] = {}
-        self._links = EntityLinks()
 
     # ------------------------------------------------------------------ properties
     @property

@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -62,7 +60,7 @@ from core.strategies.common import (
     row_cosines,
 )
 from core.strategies.config import StrategyConfig
-from core.strategies.entity_links import EntityLinks, HopConfig, links_files, links_from_files
+from core.strategies.entity_links import HopConfig, links_files, links_from_files
 from core.strategies.follow import follows_writer
 from core.strategies.lifecycle import IndexLifecycle
 from core.strategies.subjects import unit_subjects
@@ -70,7 +68,7 @@ from core.strategies.table import ChunkRows, ChunkTable, check_new_documents
 from core.strategies.umg.sparse import BM25Expert, SpladeExpert
 from core.strategies.umg.uncertainty import entropy_confidence, minmax_normalize, standardize
 from core.strategies.umg.units import UnitTable, build_units
-from core.types import BuildReport, Document, Retrieved
+from core.types import Document, Retrieved
 
 __all__ = ["UMGRAG", "UMGConfig"]
 
@@ -191,20 +189,12 @@ class UMGRAG(IndexLifecycle):
         entity_extractor: EntityExtractor | None = None,
         show_progress: bool = False,
     ) -> None:
-        self.config = config or UMGConfig()
+        self._init_shared(store, embedder, config, show_progress)  # _links: bridge-size units
         self._extractor = entity_extractor
-        self.store = store
-        self.embedder = embedder
         self.splade = splade
-        self.show_progress = show_progress
-        self.report = BuildReport()
-        self.persist_path: Path | None = None
-        self._lock = threading.RLock()
         self._units = UnitTable(by_granularity={g: [] for g in self.config.granularities})
-        self._table = ChunkTable(embedder.dimension)
         self._bm25: dict[int, BM25Expert] = {}
         self._parent_of: Any = None
-        self._links = EntityLinks()  # over the bridge-granularity units
         self._link_rows: list[int] = []  # link unit -> table row
         self._link_of_row: dict[int, int] = {}
         self._from_store = False  # windows re-cut from a store's chunks (see _check_filter)
