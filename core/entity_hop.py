@@ -34,7 +34,7 @@ import numpy as np
 
 from core.store import ChunkStore
 from core.strategies.bridge.strategy import BridgeRAG
-from core.strategies.common import row_cosines
+from core.strategies.common import normalise_rows, row_cosines
 from core.strategies.follow import follows_writer
 from core.types import Document, Retrieved
 
@@ -131,13 +131,18 @@ class EntityHopWalk:
         """Opens a bridge-rag index directory (built with ``persist_directory`` or ``bridge-rag index``)."""
         return cls(BridgeRAG.load(path, embedder=embedder, **models), k)
 
-    def expand(self, query: str, seeds: Sequence[Seed], k: int | None = None) -> list[HopHit]:
+    def expand(
+        self, query: str, seeds: Sequence[Seed], k: int | None = None, *, query_vector: Any = None
+    ) -> list[HopHit]:
         """The seeds and the chunks the walk reaches from them, merged, best first.
 
         Args:
             query: The question.
             seeds: The first retriever's results, best first.
             k: Results (default ``self.k``).
+            query_vector: The query's embedding, when the first retriever already computed it
+                with the index's model (it is scaled to unit length); one of another
+                dimension, or None, and the query is embedded here.
 
         Returns:
             At most ``k`` hits: seeds the index holds and reached chunks ranked by cosine plus
@@ -148,7 +153,9 @@ class EntityHopWalk:
         """
         idx = self.index
         text, n, _ = idx._query_args(query, k if k is not None else self.k, None, {})
-        qv = idx.embedder.embed_query(text)  # the one query embedding this step adds
+        qv = _given_vector(query_vector, idx.embedder.dimension)
+        if qv is None:
+            qv = idx.embedder.embed_query(text)  # the one query embedding this step adds
         return list(follows_writer(_walk)(idx, self, text, qv, seeds, n))
 
     def _rows_of(self, seed: Seed) -> list[int]:
@@ -171,6 +178,13 @@ class EntityHopWalk:
                 self._by_text.setdefault(_folded(chunk), i)
             self._by_text_rows = len(table)
         return self._by_text.get(_folded(text))
+
+
+def _given_vector(vector: Any, dimension: int) -> Any:
+    """A caller's query embedding as a unit vector, or None when it is absent or of another model."""
+    if vector is None or np.shape(vector) != (dimension,):
+        return None
+    return normalise_rows(np.asarray(vector, dtype=np.float32)[None, :])[0]
 
 
 def _walk(

@@ -38,6 +38,14 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
     """
 
     top_n: int = Field(default=4, ge=1, description="Nodes returned (seeds and reached chunks merged).")
+    reuse_query_embedding: bool = Field(
+        default=True,
+        description="Use the query bundle's embedding when the retriever computed one with the same model.",
+    )
+    """Use ``query_bundle.embedding`` when the retriever before this step already computed it
+    (a ``VectorStoreIndex`` retriever in a query engine does), as LlamaIndex's own
+    ``SentenceEmbeddingOptimizer`` does; an embedding of another dimension is ignored. Set it
+    to False when the retriever embeds with another model of the same dimension."""
     _walk: EntityHopWalk = PrivateAttr()
 
     def __init__(self, walk: EntityHopWalk, top_n: int = 4, **kwargs: Any) -> None:
@@ -79,8 +87,9 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
         if query_bundle is None:
             raise ValueError("EntityHopPostprocessor needs the query: pass query_bundle (or query_str)")
         seeds = [Seed(n.node.node_id, n.node.get_content()) for n in nodes]
+        vector = query_bundle.embedding if self.reuse_query_embedding else None
         out: list[NodeWithScore] = []
-        for hit in self._walk.expand(query_bundle.query_str, seeds, self.top_n):
+        for hit in self._walk.expand(query_bundle.query_str, seeds, self.top_n, query_vector=vector):
             original = nodes[hit.seed] if hit.seed is not None else None
             if hit.result is None:
                 if original is not None:  # a seed the index does not hold: as retrieved

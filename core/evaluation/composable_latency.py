@@ -8,7 +8,9 @@ embedded once more on its own:
 * ``langchain-chroma`` and ``entity-hop``: a ``langchain_chroma`` retriever (2k) alone, and
   the same retriever in a ``ContextualCompressionRetriever`` with ``EntityHopCompressor`` (k);
 * ``llamaindex-vector`` and ``llamaindex-entity-hop``: a ``VectorStoreIndex`` retriever (2k)
-  alone, and followed by ``EntityHopPostprocessor`` (k);
+  alone, and followed by ``EntityHopPostprocessor`` (k), one ``QueryBundle`` passed to both as
+  a query engine passes it, so the step reuses the embedding the retriever computed; and
+  ``llamaindex-entity-hop, own embedding``: the same with ``reuse_query_embedding=False``;
 * ``langchain-ensemble`` and ``uncertainty-fusion``: LangChain's ``EnsembleRetriever`` and
   ``UncertaintyFusionRetriever`` over the same ``BM25Retriever`` and Chroma retriever.
 
@@ -33,6 +35,7 @@ from core.embed import as_embedder
 from core.evaluation.corpus import BenchContext
 from core.evaluation.embedding_cache import EmbeddingCache
 from core.evaluation.metrics import load_dataset
+from core.evaluation.peers import LlamaIndexPeer
 from core.evaluation.registry import STRATEGIES
 
 __all__ = ["PAIRS", "main", "measure_dataset"]
@@ -41,6 +44,7 @@ __all__ = ["PAIRS", "main", "measure_dataset"]
 PAIRS = (
     ("entity-hop", "langchain-chroma"),
     ("llamaindex-entity-hop", "llamaindex-vector"),
+    ("llamaindex-entity-hop, own embedding", "llamaindex-vector"),
     ("uncertainty-fusion", "langchain-ensemble"),
 )
 _DATASETS = ("hotpotqa", "musique", "2wiki")
@@ -65,19 +69,29 @@ def measure_dataset(directory: Path, *, k: int = 5, rounds: int = 2) -> dict[str
         same question and round.
     """
     data = load_dataset(directory)
-    names = list(dict.fromkeys(name for pair in PAIRS for name in pair))
+    names = [name for name in dict.fromkeys(n for pair in PAIRS for n in pair) if name in STRATEGIES]
     with tempfile.TemporaryDirectory(prefix="composable-latency-") as tmp:
         ctx = BenchContext.create(
             data.documents(seed=0), EmbeddingCache(as_embedder(None)), Path(tmp), k=k, show_progress=False
         )
         rows = {name: STRATEGIES[name].build(ctx) for name in names}
-        out: dict[str, list[float]] = {name: [] for name in [*names, "query embedding"]}
+        rows["llamaindex-entity-hop, own embedding"] = _without_embedding_reuse(rows["llamaindex-entity-hop"])
+        out: dict[str, list[float]] = {name: [] for name in [*rows, "query embedding"]}
         for _ in range(rounds):
             for q in data.questions:
                 for name, row in rows.items():
                     out[name].append(_elapsed_ms(row.retrieve, q.question, k))
                 out["query embedding"].append(_elapsed_ms(ctx.embedder.embed_query, q.question))
     return out
+
+
+def _without_embedding_reuse(row: LlamaIndexPeer) -> LlamaIndexPeer:
+    """The same retriever and walk, the postprocessor embedding the query itself."""
+    from llama_index_bridge.hop import EntityHopPostprocessor
+
+    (step,) = row.postprocessors
+    own = EntityHopPostprocessor(step._walk, top_n=step.top_n, reuse_query_embedding=False)
+    return LlamaIndexPeer(row.retriever, "llamaindex-entity-hop, own embedding", [own])
 
 
 def _p50(values: Sequence[float]) -> float:

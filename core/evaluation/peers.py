@@ -119,9 +119,12 @@ class LlamaIndexPeer(_Peer):
         self.postprocessors = list(postprocessors)
 
     def _hits(self, query: str) -> Iterator[Hit]:
-        nodes = self.retriever.retrieve(query)
+        from llama_index.core.schema import QueryBundle
+
+        bundle = QueryBundle(query)  # one bundle for the retriever and every step, as a query engine does
+        nodes = self.retriever.retrieve(bundle)
         for postprocessor in self.postprocessors:
-            nodes = postprocessor.postprocess_nodes(nodes, query_str=query)
+            nodes = postprocessor.postprocess_nodes(nodes, query_bundle=bundle)
         for hit in nodes:
             node = hit.node
             meta = dict(node.metadata)

@@ -42,6 +42,7 @@ those rows).
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -523,9 +524,14 @@ class EntityLinks:
 
         common_use = max(config.mention_max_df, config.common_share * n_units)
 
+        specific: dict[int, float] = {}
+
         def specificity(e: int) -> float:
-            df = max(1, self._mentions.size(e), self._named_count[e])
-            return max(0.0, math.log(n_units / df) / log_n)
+            value = specific.get(e)
+            if value is None:
+                df = max(1, self._mentions.size(e), self._named_count[e])
+                value = specific[e] = max(0.0, math.log(n_units / df) / log_n)
+            return value
 
         def score(units: Sequence[int]) -> None:
             new = np.asarray(sorted({u for u in units if u not in cos}), dtype=np.int64)
@@ -586,10 +592,12 @@ class EntityLinks:
             if hop == 1:
                 follow(linked, config.link_bonus, gained, -1)
             else:
-                ranked = sorted(
-                    cos, key=lambda u: (-(cos[u] + (reached[u].bonus if u in reached else 0.0)), u)
+                ranked = heapq.nsmallest(
+                    config.hop_seeds,
+                    cos,
+                    key=lambda u: (-(cos[u] + (reached[u].bonus if u in reached else 0.0)), u),
                 )
-                for s in ranked[: config.hop_seeds]:
+                for s in ranked:
                     follow(self.named_by(s), config.hop_bonus, gained, s)
             for u, (w, name) in gained.items():  # one bonus per hop, however many seeds reach a unit
                 r = reached.get(u)

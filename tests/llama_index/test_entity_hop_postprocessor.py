@@ -50,3 +50,28 @@ def test_unknown_nodes_pass_and_a_query_is_required(li_embed_model: Any, tmp_pat
     )
     song = NodeWithScore(node=NODES[0], score=0.5)
     assert len(reopened.postprocess_nodes([song], query_str=QUESTION)) == 2
+
+
+def test_the_query_bundles_embedding_is_reused(li_embed_model: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    index = VectorStoreIndex(NODES, embed_model=li_embed_model)
+    hop = EntityHopPostprocessor.from_defaults(NODES, embed_model=li_embed_model, top_n=3)
+    embedder = hop._walk.index.embedder
+    embed_query, calls = embedder.embed_query, []
+    monkeypatch.setattr(embedder, "embed_query", lambda text: calls.append(text) or embed_query(text))
+    bundle = QueryBundle(QUESTION)
+    seeds = index.as_retriever(similarity_top_k=1).retrieve(bundle)
+    assert bundle.embedding is not None  # the retriever embedded the query, as in a query engine
+    reused = hop.postprocess_nodes(seeds, query_bundle=bundle)
+    assert calls == []
+    fresh = hop.postprocess_nodes(seeds, query_str=QUESTION)
+    assert len(calls) == 1
+    scaled = QueryBundle(QUESTION, embedding=[3.0 * x for x in bundle.embedding])  # not unit length
+    for out in (reused, hop.postprocess_nodes(seeds, query_bundle=scaled)):
+        assert [n.node.node_id for n in out] == [n.node.node_id for n in fresh]
+        assert [n.score for n in out] == pytest.approx([n.score for n in fresh])
+    assert len(calls) == 1
+    hop.postprocess_nodes(seeds, query_bundle=QueryBundle(QUESTION, embedding=[0.5] * 7))  # another model
+    assert len(calls) == 2
+    hop.reuse_query_embedding = False
+    hop.postprocess_nodes(seeds, query_bundle=bundle)
+    assert len(calls) == 3
