@@ -59,27 +59,42 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
 
     @classmethod
     def from_defaults(
-        cls, documents: Sequence[BaseNode], *, embed_model: Any = None, top_n: int = 4, **settings: Any
+        cls,
+        documents: Sequence[BaseNode],
+        *,
+        embed_model: Any = None,
+        top_n: int = 4,
+        reuse_query_embedding: bool = True,
+        **settings: Any,
     ) -> EntityHopPostprocessor:
         """Indexes the corpus the retriever searches.
 
         Args:
             documents: LlamaIndex documents or nodes (their ids name them).
-            embed_model: A LlamaIndex embedding model (the query is embedded once per call);
-                default all-MiniLM-L6-v2.
+            embed_model: A LlamaIndex embedding model; default all-MiniLM-L6-v2. The query is
+                embedded at most once per call, not at all when the bundle carries the
+                retriever's embedding.
             top_n: Nodes returned.
+            reuse_query_embedding: See the field of that name.
             **settings: :class:`core.strategies.bridge.strategy.BridgeConfig` fields, or
                 ``persist_directory`` to keep the index.
         """
         docs = [from_llama_document(d) for d in documents]
-        return cls(EntityHopWalk.from_documents(docs, embedder=embed_model, k=top_n, **settings), top_n)
+        walk = EntityHopWalk.from_documents(docs, embedder=embed_model, k=top_n, **settings)
+        return cls(walk, top_n, reuse_query_embedding=reuse_query_embedding)
 
     @classmethod
     def from_persist_dir(
-        cls, persist_dir: str | os.PathLike[str], *, embed_model: Any = None, top_n: int = 4
+        cls,
+        persist_dir: str | os.PathLike[str],
+        *,
+        embed_model: Any = None,
+        top_n: int = 4,
+        reuse_query_embedding: bool = True,
     ) -> EntityHopPostprocessor:
         """Opens a bridge-rag index directory of the same corpus (no rebuild)."""
-        return cls(EntityHopWalk.load(persist_dir, embedder=embed_model, k=top_n), top_n)
+        walk = EntityHopWalk.load(persist_dir, embedder=embed_model, k=top_n)
+        return cls(walk, top_n, reuse_query_embedding=reuse_query_embedding)
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None

@@ -18,8 +18,8 @@ Running the variants one question at a time puts each pair under the same machin
 (``bridge-rag bench`` measures one row after the other, so a pair's difference there also
 holds the drift between rows). The figures are medians over every question and round of:
 each row's latency, a composed row's time minus its base's on the same question, and that
-difference minus the question's own query embedding time (what the step adds beyond the one
-query embedding it is allowed).
+difference minus the question's own query embedding time for the steps that embed the query
+(what the step adds beyond the one query embedding it is allowed).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from core.evaluation.metrics import load_dataset
 from core.evaluation.peers import LlamaIndexPeer
 from core.evaluation.registry import STRATEGIES
 
-__all__ = ["PAIRS", "main", "measure_dataset"]
+__all__ = ["EMBEDDING_STEPS", "PAIRS", "main", "measure_dataset"]
 
 #: (composed row, its base row): the step is measured as the composed row's time minus the base's.
 PAIRS = (
@@ -47,6 +47,8 @@ PAIRS = (
     ("llamaindex-entity-hop, own embedding", "llamaindex-vector"),
     ("uncertainty-fusion", "langchain-ensemble"),
 )
+#: Composed rows whose step embeds the query itself (the others add no embedding to subtract).
+EMBEDDING_STEPS = frozenset({"entity-hop", "llamaindex-entity-hop, own embedding"})
 _DATASETS = ("hotpotqa", "musique", "2wiki")
 
 
@@ -123,9 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             added = [c - b for c, b in zip(times[composed], times[base], strict=True)]
             beyond = [a - e for a, e in zip(added, embed, strict=True)]
             b, c = _p50(times[base]), _p50(times[composed])
+            beyond_cell = f"{_p50(beyond):+.1f}" if composed in EMBEDDING_STEPS else ""
             print(
                 f"| {name} | {composed} over {base} | {b:.1f} | {c:.1f} | {_p50(added):+.1f} | "
-                f"{_p50(embed):.1f} | {_p50(beyond):+.1f} | {c / b:.2f} |"
+                f"{_p50(embed):.1f} | {beyond_cell} | {c / b:.2f} |"
             )
     return 0
 

@@ -46,8 +46,10 @@ def test_unknown_nodes_pass_and_a_query_is_required(li_embed_model: Any, tmp_pat
     with pytest.raises(ValueError, match="needs the query"):
         hop.postprocess_nodes([stranger])
     reopened = EntityHopPostprocessor.from_persist_dir(
-        tmp_path / "bridge", embed_model=li_embed_model, top_n=2
+        tmp_path / "bridge", embed_model=li_embed_model, top_n=2, reuse_query_embedding=False
     )
+    assert not reopened.reuse_query_embedding
+    assert hop.reuse_query_embedding
     song = NodeWithScore(node=NODES[0], score=0.5)
     assert len(reopened.postprocess_nodes([song], query_str=QUESTION)) == 2
 
