@@ -386,6 +386,14 @@ def test_graph_anchor_search_agrees_with_exact_and_follows_updates(
     hits = loaded.retrieve("Who founded the Harwick Glassworks?", k=4)
     assert hits
     assert NEW_DOCS[0].id not in {r.metadata["doc_id"] for r in hits}
+    # the rebuild covers the live rows only, so its cost follows the live graph
+    nodes_after, edges_after = loaded.kg.anchor_indexes(2)
+    assert beatrix not in set(nodes_after.rows.tolist())
+    assert not np.isin(edges_after.rows, np.flatnonzero(~loaded.kg.live_edges)).any()
+    # an index saved when the anchor indexes still held deleted (blanked) rows loads
+    files = loaded.kg.to_files()
+    files.update(VectorIndex.build(loaded.kg.node_matrix, exact_below=2).to_files("kg.anchor_nodes."))
+    assert KnowledgeGraph.from_files(files, loaded.kg.dimension).num_nodes == loaded.kg.num_nodes
     loaded.close()
     # saved indexes that do not cover the graph's rows are refused
     files = graphed.kg.to_files()

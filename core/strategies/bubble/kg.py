@@ -79,6 +79,7 @@ class KnowledgeGraph:
         self._native_ends: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
         self._to_native: npt.NDArray[np.int64] | None = None
         self._anchor_indexes: tuple[VectorIndex, VectorIndex] | None = None
+        self._anchor_node_rows = 0  # rows of node_matrix the node index has seen
         self._anchor_edge_rows = 0  # rows of edge_matrix the edge index has seen
         self._anchor_exact_below = DEFAULT_EXACT_BELOW
         self._live_edges = np.zeros(0, dtype=bool)
@@ -150,28 +151,28 @@ class KnowledgeGraph:
     def anchor_indexes(self, exact_below: int = DEFAULT_EXACT_BELOW) -> tuple[VectorIndex, VectorIndex]:
         """Vector indexes of the anchor candidates (:class:`core.vector_index.VectorIndex`).
 
-        The first indexes every row of ``node_matrix``; the second every embedded relation
-        edge's row of ``edge_matrix`` (co-occurrence and title edges, whose vectors are sums of
-        their ends, are left out), dead edges included: search it with
-        :attr:`live_edges` (or a filter's edge mask) as the allowed rows, so a deletion needs
-        no rebuild. Both are built on first use; rows embedded later are inserted into a copy
-        that then replaces the index, so a search in flight never sees a half-grown graph.
-        Sets smaller than ``exact_below`` are searched exactly.
+        The first indexes the rows of ``node_matrix`` of named nodes; the second the rows of
+        ``edge_matrix`` of live embedded relation edges (co-occurrence and title edges, whose
+        vectors are sums of their ends, are left out): search it with :attr:`live_edges` (or
+        a filter's edge mask) as the allowed rows. Both are built on first use; rows embedded
+        later are inserted into a copy that then replaces the index, so a search in flight
+        never sees a half-grown graph. A deletion that blanks vectors drops both, and the next
+        use builds them over the rows still alive: the cost of a rebuild follows the live
+        graph, not every row ever added. Sets smaller than ``exact_below`` are searched exactly.
         """
         with self._lock:
             cached = self._anchor_indexes
             n_nodes, n_edges = self.node_matrix.shape[0], self.edge_matrix.shape[0]
             if cached is None or self._anchor_exact_below != exact_below:
-                nodes = VectorIndex.build(self.node_matrix, exact_below=exact_below)
+                nodes = VectorIndex.build(self.node_matrix, self._named_rows(0), exact_below=exact_below)
                 edges = VectorIndex.build(self.edge_matrix, self._relation_rows(0), exact_below=exact_below)
                 self._anchor_indexes, self._anchor_exact_below = (nodes, edges), exact_below
-                self._anchor_edge_rows = n_edges
-            elif len(cached[0]) < n_nodes or self._anchor_edge_rows < n_edges:
-                nodes = cached[0].with_rows(
-                    self.node_matrix, np.arange(len(cached[0]), n_nodes, dtype=np.int64)
-                )
+                self._anchor_node_rows, self._anchor_edge_rows = n_nodes, n_edges
+            elif self._anchor_node_rows < n_nodes or self._anchor_edge_rows < n_edges:
+                nodes = cached[0].with_rows(self.node_matrix, self._named_rows(self._anchor_node_rows))
                 edges = cached[1].with_rows(self.edge_matrix, self._relation_rows(self._anchor_edge_rows))
-                self._anchor_indexes, self._anchor_edge_rows = (nodes, edges), n_edges
+                self._anchor_indexes = (nodes, edges)
+                self._anchor_node_rows, self._anchor_edge_rows = n_nodes, n_edges
             else:
                 nodes, edges = cached
             return nodes, edges
@@ -212,12 +213,23 @@ class KnowledgeGraph:
         node_ok = (cum[offsets[1:]] - cum[offsets[:-1]]) > 0
         return node_ok, mask_at(live, edge_chunk)
 
-    def _relation_rows(self, first: int) -> npt.NDArray[np.int64]:
-        """Embedded relation edges (not co-occurrence or title) from ``first`` on, alive or not."""
-        kinds = self.edge_kind[first : self.edge_matrix.shape[0]]
+    def _relation_rows(self, first: int, *, dead: bool = False) -> npt.NDArray[np.int64]:
+        """Embedded relation edges (not co-occurrence or title) from ``first`` on; dead ones if ``dead``."""
+        end = self.edge_matrix.shape[0]
+        kinds, alive = self.edge_kind[first:end], self.edge_alive[first:end]
         return np.asarray(
-            [first + i for i, kind in enumerate(kinds) if kind not in _COMPOSED_KINDS], dtype=np.int64
+            [
+                first + i
+                for i, (kind, ok) in enumerate(zip(kinds, alive, strict=True))
+                if kind not in _COMPOSED_KINDS and (ok or dead)
+            ],
+            dtype=np.int64,
         )
+
+    def _named_rows(self, first: int) -> npt.NDArray[np.int64]:
+        """Embedded nodes from ``first`` on that still have a name (deletion blanks orphans)."""
+        names = self.node_names[first : self.node_matrix.shape[0]]
+        return np.asarray([first + i for i, name in enumerate(names) if name], dtype=np.int64)
 
     def _changed(self) -> None:
         """Drops every structure derived from the edge lists (rebuilt lazily)."""
@@ -314,8 +326,8 @@ class KnowledgeGraph:
         """Blanks what deleted chunks alone held.
 
         Dead edges lose their relation and vector; nodes no live chunk or edge keeps lose their
-        name and vector; the anchor indexes (which hold vectors) are rebuilt on next use. Node
-        and edge numbers stay.
+        name and vector; the anchor indexes (which hold vectors) are rebuilt over the live rows
+        on next use. Node and edge numbers stay.
         """
         ends = {n for e, a in enumerate(self.edge_alive) if a for n in (self.edge_head[e], self.edge_tail[e])}
         orphans = [n for n in touched if not self.node_chunks[n] and n not in ends and self.node_names[n]]
@@ -559,10 +571,11 @@ class KnowledgeGraph:
         return kg
 
     def _restore_anchor_indexes(self, files: Mapping[str, FileData], prefix: str) -> None:
-        """Adopts saved anchor indexes that cover exactly this graph's rows (else rebuilds later).
+        """Adopts saved anchor indexes that cover this graph's live rows (else rebuilds later).
 
         An index saved before the vector indexes existed (cluster-index files) has none: its
-        anchors are indexed again on first use.
+        anchors are indexed again on first use. One saved before they left deleted rows out
+        holds those rows too (their vectors blanked), which is accepted.
         """
         node_prefix, edge_prefix = f"{prefix}anchor_nodes.", f"{prefix}anchor_edges."
         if f"{node_prefix}{HEADER_FILE}" not in files and f"{edge_prefix}{HEADER_FILE}" not in files:
@@ -575,12 +588,12 @@ class KnowledgeGraph:
         if (
             exact.shape != (1,)
             or not 0 <= int(exact[0]) < 2**62
-            or not np.array_equal(np.sort(nodes.rows), np.arange(self.node_matrix.shape[0]))
-            or not np.array_equal(np.sort(edges.rows), self._relation_rows(0))
+            or not _covers(nodes.rows, self._named_rows(0), np.arange(self.node_matrix.shape[0]))
+            or not _covers(edges.rows, self._relation_rows(0), self._relation_rows(0, dead=True))
         ):
             raise ValueError("the saved anchor indexes do not match the graph; rebuild the index")
         self._anchor_indexes = (nodes, edges)
-        self._anchor_edge_rows = self.edge_matrix.shape[0]
+        self._anchor_node_rows, self._anchor_edge_rows = self.node_matrix.shape[0], self.edge_matrix.shape[0]
         self._anchor_exact_below = int(exact[0])
 
     def memory_bytes(self) -> int:
@@ -594,6 +607,12 @@ class KnowledgeGraph:
             + approx_lists
             + indexes
         )
+
+
+def _covers(rows: npt.NDArray[np.int64], live: npt.NDArray[np.int64], every: npt.NDArray[np.int64]) -> bool:
+    """Whether indexed ``rows`` hold every ``live`` row and nothing outside ``every``."""
+    held = np.unique(rows)
+    return held.size == rows.size and bool(np.isin(live, held).all() and np.isin(held, every).all())
 
 
 def _node_text_getter(spec: str | Callable[[Any, Mapping[str, Any]], str] | None) -> Callable[..., Any]:

@@ -677,7 +677,7 @@ class BubbleRAG(ChunkedIndex):
         m, ef = cfg.anchors, cfg.anchor_ef_search
         node_ok = None if within is None else within[0]
         nodes_in = None if node_ok is None else fit_mask(node_ok, node_matrix.shape[0])
-        edge_ok = fit_mask(kg.live_edges, edge_matrix.shape[0])  # dead edges stay in the index
+        edge_ok = fit_mask(kg.live_edges, edge_matrix.shape[0])
         if within is not None:
             edge_ok = edge_ok & fit_mask(within[1], edge_matrix.shape[0])
         node_ids, node_sims = node_index.search(vectors, node_matrix, m, allowed=nodes_in, ef_search=ef)
