@@ -584,6 +584,35 @@ def test_delete_documents_removes_units_everywhere(small: UMGRAG, demo_docs: lis
         small.delete_documents(victim)
 
 
+def test_bm25_after_a_delete_scores_as_a_clean_build(
+    small: UMGRAG, demo_docs: list[Document], embedder: CachingEmbedder
+) -> None:
+    small.delete_documents(["tomas-brel"])
+    clean = build([d for d in demo_docs[:6] if d.id != "tomas-brel"], embedder)
+    q = "Who built the telescope at the Marrowick Observatory?"
+    for g in (2, 8):
+        got = small.retrieve_expert(q, None, 50, expert="bm25", granularity=g)
+        want = clean.retrieve_expert(q, None, 50, expert="bm25", granularity=g)
+        assert got
+        assert sorted((round(r.score, 4), r.text) for r in got) == sorted(
+            (round(r.score, 4), r.text) for r in want
+        )
+
+
+def test_saved_bm25_units_are_checked(small: UMGRAG) -> None:
+    from core.persist import array_to_bytes
+    from core.strategies.umg.strategy import _bm25_units
+
+    expert, units = small._bm25[2]
+    members = small._units.by_granularity[2]
+    assert np.array_equal(_bm25_units({}, 2, members, expert), members)  # saved before the units file
+    files = {"bm25_units_g2.npy": array_to_bytes(units)}
+    assert np.array_equal(_bm25_units(files, 2, members, expert), units)
+    forged = {"bm25_units_g2.npy": array_to_bytes(np.asarray([10**6], dtype=np.int64))}
+    with pytest.raises(ValueError, match="granularity 2 disagrees"):
+        _bm25_units(forged, 2, members, expert)
+
+
 def test_delete_every_document_returns_nothing(small: UMGRAG) -> None:
     ids = sorted({m["doc_id"] for m in small.store.get(include_embeddings=False).metadatas})
     assert small.delete_documents(ids) == small.report.counts["units"]

@@ -193,7 +193,8 @@ class UMGRAG(IndexLifecycle):
         self._extractor = entity_extractor
         self.splade = splade
         self._units = UnitTable(by_granularity={g: [] for g in self.config.granularities})
-        self._bm25: dict[int, BM25Expert] = {}
+        # per granularity: BM25 over the live units, and the unit of each of its positions
+        self._bm25: dict[int, tuple[BM25Expert, npt.NDArray[np.int64]]] = {}
         self._parent_of: Any = None
         self._link_rows: list[int] = []  # link unit -> table row
         self._link_of_row: dict[int, int] = {}
@@ -458,15 +459,22 @@ class UMGRAG(IndexLifecycle):
         return li
 
     def _index_sparse(self) -> None:
-        """BM25 over each granularity's units; a deleted unit is indexed as empty text."""
+        """BM25 over each granularity's live units.
+
+        Deleted units are left out, so document counts and lengths (and with them every
+        score) are those of a clean build of the live documents, and the cost of a rebuild
+        follows the live index, not every unit ever added. A granularity with no live unit
+        indexes one blank text that no query matches (bm25s needs a document).
+        """
         alive = self._table.alive
         for g in tqdm(
             self.config.granularities, desc="BM25 indexes", disable=not self.show_progress, leave=False
         ):
+            members = np.asarray(self._units.by_granularity.get(g, []), dtype=np.int64)
+            live = members[mask_at(alive, members)] if members.size else members
             expert = BM25Expert()
-            members = self._units.by_granularity.get(g, [])
-            expert.index([self._table.texts[u] if alive[u] else "" for u in members])
-            self._bm25[g] = expert
+            expert.index([self._table.texts[u] for u in live.tolist()] or [""])
+            self._bm25[g] = (expert, live)
 
     def _forget_rows(self, rows: Sequence[int]) -> None:
         """Deleted windows leave BM25's vocabulary, the SPLADE matrix and the entity links."""
@@ -675,11 +683,9 @@ class UMGRAG(IndexLifecycle):
                 ids, sims = top_k_cosine(query_vector, self._table.matrix, rows, cfg.candidates)
                 lists.append(self._make_list("dense", g, ids, sims))
             elif expert == "bm25":
-                units = np.asarray(self._units.by_granularity[g], dtype=np.int64)
-                bm25 = self._bm25[g]
+                bm25, units = self._bm25[g]
                 allowed = np.zeros(bm25.size, dtype=bool)
-                present = units[: bm25.size]
-                allowed[: present.size] = mask_at(alive, present)
+                allowed[: units.size] = mask_at(alive, units)
                 local, scores = bm25.search(text, cfg.candidates, allowed)
                 if local.size:
                     lists.append(self._make_list("bm25", g, units[local], scores))
@@ -777,9 +783,10 @@ class UMGRAG(IndexLifecycle):
             "link_rows.npy": array_to_bytes(np.asarray(self._link_rows, dtype=np.int64)),
             **links_files(self._links),
         }
-        for g, expert in self._bm25.items():
+        for g, (expert, units) in self._bm25.items():
             for name, blob in expert.to_files().items():
                 files[f"bm25_g{g}.{name}"] = blob
+            files[f"bm25_units_g{g}.npy"] = array_to_bytes(units)
         if self.splade is not None and self.splade.matrix is not None:
             for name, blob in self.splade.to_files().items():
                 files[f"splade.{name}"] = blob
@@ -834,9 +841,10 @@ class UMGRAG(IndexLifecycle):
             link_rows = array_from_bytes(files["link_rows.npy"], dtype=np.int64, ndim=1).tolist()
             for g in self.config.granularities:
                 prefix = f"bm25_g{g}."
-                self._bm25[g] = BM25Expert.from_files(
+                expert = BM25Expert.from_files(
                     {name[len(prefix) :]: blob for name, blob in files.items() if name.startswith(prefix)}
                 )
+                self._bm25[g] = (expert, _bm25_units(files, g, self._units.by_granularity.get(g, []), expert))
             if self.splade is not None:
                 self.splade.load_files(
                     {name[7:]: blob for name, blob in files.items() if name.startswith("splade.")}
@@ -875,3 +883,25 @@ def _as_splade(value: SpladeExpert | str | os.PathLike[str] | bool | None) -> Sp
 def _refuse_llm(llm: Any) -> None:
     if llm is not None:
         raise ValueError("UMG-RAG uses no LLM; leave llm=None (its experts are dense, BM25 and SPLADE)")
+
+
+def _bm25_units(
+    files: Mapping[str, FileData], g: int, members: Sequence[int], expert: BM25Expert
+) -> npt.NDArray[np.int64]:
+    """The unit of each position of granularity ``g``'s saved BM25 index, checked.
+
+    An index saved before BM25 left deleted units out has no such file: its positions are
+    the granularity's units in order (the deleted ones indexed as empty text).
+
+    Raises:
+        ValueError: The units are not the granularity's or outnumber the BM25 index.
+    """
+    blob = files.get(f"bm25_units_g{g}.npy")
+    units = (
+        np.asarray(members, dtype=np.int64)
+        if blob is None
+        else array_from_bytes(blob, dtype=np.int64, ndim=1)
+    )
+    if units.size > expert.size or not np.isin(units, np.asarray(members, dtype=np.int64)).all():
+        raise ValueError(f"the BM25 index of granularity {g} disagrees with its units; rebuild the index")
+    return units
