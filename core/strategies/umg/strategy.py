@@ -471,7 +471,7 @@ class UMGRAG(IndexLifecycle):
             self.config.granularities, desc="BM25 indexes", disable=not self.show_progress, leave=False
         ):
             members = np.asarray(self._units.by_granularity.get(g, []), dtype=np.int64)
-            live = members[mask_at(alive, members)] if members.size else members
+            live = members[mask_at(alive, members)]
             expert = BM25Expert()
             expert.index([self._table.texts[u] for u in live.tolist()] or [""])
             self._bm25[g] = (expert, live)
@@ -896,12 +896,9 @@ def _bm25_units(
     Raises:
         ValueError: The units are not the granularity's or outnumber the BM25 index.
     """
+    of_granularity = np.asarray(members, dtype=np.int64)
     blob = files.get(f"bm25_units_g{g}.npy")
-    units = (
-        np.asarray(members, dtype=np.int64)
-        if blob is None
-        else array_from_bytes(blob, dtype=np.int64, ndim=1)
-    )
-    if units.size > expert.size or not np.isin(units, np.asarray(members, dtype=np.int64)).all():
+    units = of_granularity if blob is None else array_from_bytes(blob, dtype=np.int64, ndim=1)
+    if units.size > expert.size or not np.isin(units, of_granularity).all():
         raise ValueError(f"the BM25 index of granularity {g} disagrees with its units; rebuild the index")
     return units
