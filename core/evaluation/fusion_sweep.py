@@ -93,21 +93,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.evaluation.fusion_sweep", description=__doc__)
     parser.add_argument("--data", type=Path, default=Path("../shared/data"), help="the datasets' folder")
     parser.add_argument("--k", type=int, default=5, help="recall cut (default 5)")
+    parser.add_argument("--datasets", default=",".join(_DATASETS), help="comma-separated dataset folders")
     args = parser.parse_args(argv)
-    rows = {name: sweep_dataset(args.data / name, _TEMPERATURES, args.k) for name in _DATASETS}
+    datasets = args.datasets.split(",")
+    rows = {name: sweep_dataset(args.data / name, _TEMPERATURES, args.k) for name in datasets}
     keys = list(next(iter(rows.values())))
     print(
         f"R@{args.k}; fusion over BM25Retriever + Chroma retriever (n results each); "
         f"swept: n x scaling x temperature ({', '.join(f'{t:g}' for t in _TEMPERATURES)})"
     )
     print(
-        "| n | setting | " + " | ".join(_DATASETS) + " | mean | mean - ensemble | worst dataset - ensemble |"
+        "| n | setting | " + " | ".join(datasets) + " | mean | mean - ensemble | worst dataset - ensemble |"
     )
-    print("|---:|---|" + "---:|" * (len(_DATASETS) + 3))
+    print("|---:|---|" + "---:|" * (len(datasets) + 3))
     gains: dict[str, list[float]] = {}
     for n, setting in keys:
-        cells = [rows[d][n, setting] for d in _DATASETS]
-        deltas = [rows[d][n, setting] - rows[d][n, "ensemble"] for d in _DATASETS]
+        cells = [rows[d][n, setting] for d in datasets]
+        deltas = [rows[d][n, setting] - rows[d][n, "ensemble"] for d in datasets]
         gains.setdefault(setting, []).append(sum(deltas) / len(deltas))
         print(
             f"| {n} | {setting} | "
