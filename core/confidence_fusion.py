@@ -48,7 +48,10 @@ __all__ = [
     "FusedItem",
     "RankedList",
     "Scaling",
+    "check_rank_constant",
     "check_scaling",
+    "check_temperature",
+    "check_weights",
     "fuse_ranked_lists",
     "list_confidences",
 ]
@@ -111,7 +114,36 @@ def check_scaling(scaling: object) -> Scaling:
     raise ValueError(f"scaling must be 'rank' or 'minmax', got {scaling!r}")
 
 
-def _checked_weights(weights: Sequence[float] | None, n: int) -> list[float]:
+def check_temperature(temperature: object) -> float:
+    """``temperature`` if it is a positive finite number.
+
+    Raises:
+        ValueError: Any other value.
+    """
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float):
+        raise ValueError(f"temperature must be a positive number, got {temperature!r}")
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a positive finite number, got {temperature}")
+    return float(temperature)
+
+
+def check_rank_constant(c: object) -> float:
+    """``c`` if it is a finite number >= 0 (the ``c`` of ``1 / (rank + c)``).
+
+    Raises:
+        ValueError: Any other value.
+    """
+    if isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or c < 0:
+        raise ValueError(f"c must be a finite number >= 0, got {c!r}")
+    return float(c)
+
+
+def check_weights(weights: Sequence[float] | None, n: int) -> list[float]:
+    """One finite weight >= 0 per list (all 1.0 when ``weights`` is None).
+
+    Raises:
+        ValueError: Not one weight per list, or a negative or non-finite weight.
+    """
     if weights is None:
         return [1.0] * n
     values = [float(w) for w in weights]
@@ -122,30 +154,42 @@ def _checked_weights(weights: Sequence[float] | None, n: int) -> list[float]:
     return values
 
 
-def _scaled(raw: Sequence[float]) -> npt.NDArray[np.float64]:
-    """Min-max scaled scores; a non-finite score counts as the list's lowest."""
+def _finite(raw: Sequence[float]) -> npt.NDArray[np.float64]:
+    """Scores with every value finite and scaled to at most 1 in magnitude (z-scores ignore scale).
+
+    ``+inf`` counts as a clear best (one spread above the finite maximum), NaN and ``-inf``
+    as the list's lowest, so one odd score neither silences its list nor wins by default.
+    """
     s = np.asarray(raw, dtype=np.float64)
     finite = np.isfinite(s)
     if not finite.all():
-        s = np.where(finite, s, s[finite].min() if finite.any() else 0.0)
-    return minmax_normalize(s)
+        lo, hi = (float(s[finite].min()), float(s[finite].max())) if finite.any() else (0.0, 0.0)
+        s = np.where(np.isposinf(s), hi + max(hi - lo, 1.0), np.where(finite, s, lo))
+    top = float(np.abs(s).max()) if s.size else 0.0
+    return s / top if top > 0 else s  # no overflow in the variance of huge scores
+
+
+def _scaled(raw: Sequence[float]) -> npt.NDArray[np.float64]:
+    """Min-max scaled scores (non-finite ones placed as :func:`_finite` places them)."""
+    return minmax_normalize(_finite(raw))
 
 
 def list_confidences(lists: Sequence[RankedList], temperature: float = DEFAULT_TEMPERATURE) -> list[float]:
     """Each list's confidence in [0, 1] (a scoreless list: the mean of the scored ones').
 
+    An empty list has confidence 0 and does not count among the scored lists (a filter that
+    matched nothing says nothing about how sure the other lists are).
+
     Raises:
         ValueError: ``temperature`` is not a positive finite number.
     """
     scored = [
-        entropy_confidence(standardize(np.asarray(li.scores, dtype=np.float64)), temperature)
-        if li.scores is not None
-        else None
+        entropy_confidence(standardize(_finite(li.scores)), temperature) if li.scores is not None else None
         for li in lists
     ]
-    known = [c for c in scored if c is not None]
+    known = [c for c, li in zip(scored, lists, strict=True) if c is not None and len(li.keys)]
     fallback = float(np.mean(known)) if known else _NEUTRAL_CONFIDENCE
-    return [fallback if c is None else c for c in scored]
+    return [0.0 if not li.keys else fallback if c is None else c for c, li in zip(scored, lists, strict=True)]
 
 
 def fuse_ranked_lists(
@@ -155,6 +199,7 @@ def fuse_ranked_lists(
     temperature: float = DEFAULT_TEMPERATURE,
     k: int | None = None,
     scaling: Scaling = DEFAULT_SCALING,
+    c: float = 0.0,
 ) -> tuple[list[FusedItem], list[float]]:
     """Fuses ranked lists, each weighted by its per-query confidence.
 
@@ -163,8 +208,11 @@ def fuse_ranked_lists(
         weights: A prior weight per list (default equal); multiplied by its confidence.
         temperature: Softmax temperature of the confidence (on z-scores).
         k: How many fused results to return; None: all.
-        scaling: An item's contribution: ``"rank"``, ``1 / (1 + rank)``; ``"minmax"``, its
+        scaling: An item's contribution: ``"rank"``, ``1 / (c + 1 + rank)``; ``"minmax"``, its
             score min-max scaled to [0, 1] (rank scores for a list without scores).
+        c: The rank constant: with 1-based ranks a contribution is ``1 / (rank + c)``, as in
+            ``EnsembleRetriever`` (whose default is 60); 0 here, so the first places weigh
+            most and the confidences decide between the lists.
 
     Returns:
         The fused results, best first (ties: the earlier first appearance), and each list's
@@ -172,10 +220,11 @@ def fuse_ranked_lists(
 
     Raises:
         ValueError: A weight per list is not given, a weight is negative or not finite, or
-            ``k`` < 1, or an unknown ``scaling``.
+            ``k`` < 1, or an unknown ``scaling``, or ``c`` < 0.
     """
-    w = _checked_weights(weights, len(lists))
+    w = check_weights(weights, len(lists))
     check_scaling(scaling)
+    c = check_rank_constant(c)
     if k is not None and k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     confidences = list_confidences(lists, temperature)
@@ -188,7 +237,7 @@ def fuse_ranked_lists(
     unit_ids: list[int] = []
     scaled: list[npt.NDArray[np.float64]] = []
     for li_index, li in enumerate(lists):
-        ranks = [1.0 / (1 + r) for r in range(len(li.keys))]
+        ranks = [1.0 / (c + 1 + r) for r in range(len(li.keys))]
         for key in li.keys:
             if key not in ids:
                 ids[key] = len(ids)

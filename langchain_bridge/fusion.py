@@ -24,9 +24,17 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
-from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.callbacks import (
+    AsyncCallbackManager,
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManager,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, RetrieverLike
+from langchain_core.runnables import RunnableConfig, ensure_config, patch_config
+from langchain_core.runnables.configurable import DynamicRunnable
+from langchain_core.runnables.utils import ConfigurableFieldSpec, get_unique_config_specs
 from langchain_core.vectorstores import VectorStoreRetriever
 from pydantic import Field, model_validator
 
@@ -35,6 +43,7 @@ from core.confidence_fusion import (
     DEFAULT_TEMPERATURE,
     RankedList,
     Scaling,
+    check_weights,
     fuse_ranked_lists,
 )
 
@@ -66,8 +75,12 @@ def _bm25_scored(retriever: Any, query: str) -> Scored:
 
 
 def _is_bm25(retriever: Any) -> bool:
-    return all(hasattr(retriever, a) for a in ("vectorizer", "preprocess_func", "docs", "k")) and callable(
-        getattr(retriever.vectorizer, "get_scores", None)
+    """LangChain's ``BM25Retriever`` itself (a wrapper, binding or configurable, runs as itself)."""
+    attributes = ("vectorizer", "preprocess_func", "docs", "k")
+    return (
+        isinstance(retriever, BaseRetriever)
+        and all(hasattr(retriever, a) for a in attributes)
+        and callable(getattr(getattr(retriever, "vectorizer", None), "get_scores", None))
     )
 
 
@@ -85,8 +98,55 @@ def _is_similarity_search(retriever: Any) -> bool:
     return isinstance(retriever, VectorStoreRetriever) and retriever.search_type == "similarity"
 
 
+def _as_documents(docs: Sequence[Any]) -> list[Document]:
+    """A retriever's results as documents (a plain runnable may return strings)."""
+    return [Document(page_content=d) if isinstance(d, str) else d for d in docs]
+
+
+def _with_scores(docs: Sequence[Any]) -> Scored:
+    documents = _as_documents(docs)
+    return documents, _metadata_scores(documents)
+
+
+def _scored_directly(retriever: Any, query: str) -> Scored:
+    """The scores a vector store or ``BM25Retriever`` computes but its ``invoke`` drops."""
+    if _is_bm25(retriever):
+        return _bm25_scored(retriever, query)
+    store, kwargs = retriever.vectorstore, _search_kwargs(retriever)
+    try:  # the store's own distance-to-relevance function (no [0, 1] range warning)
+        return _unzipped(store._similarity_search_with_relevance_scores(query, **kwargs))
+    except NotImplementedError:  # a store without a relevance function: its documents, fused by rank
+        return store.similarity_search(query, **kwargs), None
+
+
+async def _ascored_directly(retriever: Any, query: str) -> Scored:
+    if _is_bm25(retriever):
+        return await asyncio.to_thread(_bm25_scored, retriever, query)
+    store, kwargs = retriever.vectorstore, _search_kwargs(retriever)
+    try:
+        return _unzipped(await store._asimilarity_search_with_relevance_scores(query, **kwargs))
+    except NotImplementedError:
+        return await store.asimilarity_search(query, **kwargs), None
+
+
+def _run_options(config: RunnableConfig, runnable: Any) -> dict[str, Any]:
+    """``CallbackManager.configure`` arguments for a run of ``runnable`` under ``config``."""
+    return {
+        "inheritable_callbacks": config.get("callbacks"),
+        "inheritable_tags": config.get("tags", []),
+        "local_tags": getattr(runnable, "tags", None),
+        "inheritable_metadata": config.get("metadata", {}),
+        "local_metadata": getattr(runnable, "metadata", None),
+    }
+
+
 class UncertaintyFusionRetriever(BaseRetriever):
     """Fuses several retrievers' results, each list weighted by its per-query confidence.
+
+    Documents are matched across lists by their text, as ``EnsembleRetriever`` matches them
+    (or by ``metadata[id_key]``). Each retriever runs with the caller's config (callbacks,
+    tags, metadata, configurable fields) as a child run tagged ``retriever_<i>``, also when
+    its scores are read from its vector store or BM25 model instead of its ``invoke``.
 
     Example:
         >>> fused = UncertaintyFusionRetriever(retrievers=[bm25, chroma.as_retriever()])  # doctest: +SKIP
@@ -97,72 +157,163 @@ class UncertaintyFusionRetriever(BaseRetriever):
     weights: list[float] | None = Field(
         default=None, description="A prior weight per retriever (default equal), times its confidence."
     )
+    c: float = Field(
+        default=0.0,
+        ge=0,
+        description="Rank constant: the item at 1-based rank r contributes 1 / (r + c).",
+    )
+    """The ``c`` of ``EnsembleRetriever``; 0 by default (its default of 60 flattens a short list's
+    ranks, leaving less for the confidences to weigh)."""
     temperature: float = Field(
         default=DEFAULT_TEMPERATURE, gt=0, description="Softmax temperature of the confidence (z-scores)."
     )
     scaling: Scaling = Field(
         default=DEFAULT_SCALING,
-        description="An item's contribution: 'rank' (1 / (1 + rank)) or 'minmax' (its score).",
+        description="An item's contribution: 'rank' (1 / (r + c)) or 'minmax' (its score).",
     )
     k: int | None = Field(default=None, ge=1, description="Fused documents returned; None: all of them.")
     id_key: str | None = Field(
         default=None,
-        description="Metadata key identifying a document across lists; default its id, else its text.",
+        description="Metadata key identifying a document across lists; default its text.",
     )
 
     @model_validator(mode="after")
     def _one_weight_each(self) -> UncertaintyFusionRetriever:
-        if self.weights is not None and len(self.weights) != len(self.retrievers):
-            raise ValueError(
-                f"{len(self.weights)} weights for {len(self.retrievers)} retrievers; give one per retriever"
-            )
+        if self.weights is not None:
+            self.weights = check_weights(self.weights, len(self.retrievers))
         return self
 
-    def _key(self, doc: Document) -> Hashable:
-        if self.id_key is not None:
-            return str(doc.metadata.get(self.id_key))
-        return doc.id if doc.id else doc.page_content
+    @property
+    def config_specs(self) -> list[ConfigurableFieldSpec]:
+        """The configurable fields of the retrievers (as ``EnsembleRetriever`` lists them)."""
+        return get_unique_config_specs(spec for r in self.retrievers for spec in r.config_specs)
 
-    def _scored(self, retriever: Any, query: str, callbacks: Any) -> Scored:
-        if _is_similarity_search(retriever):
-            try:  # the store's own distance-to-relevance function (no [0, 1] range warning)
-                return _unzipped(
-                    retriever.vectorstore._similarity_search_with_relevance_scores(
-                        query, **_search_kwargs(retriever)
-                    )
-                )
-            except NotImplementedError:
-                pass  # a store without a relevance function: its documents, fused by rank
-        elif _is_bm25(retriever):
-            return _bm25_scored(retriever, query)
-        docs = retriever.invoke(query, config={"callbacks": callbacks})
-        return docs, _metadata_scores(docs)
+    def _key(self, doc: Document, source: int) -> Hashable:
+        if self.id_key is None:
+            return doc.page_content
+        if self.id_key not in doc.metadata:
+            raise ValueError(
+                f"a document from retriever {source + 1} has no metadata[{self.id_key!r}]; give every "
+                "document that key, or leave id_key=None to match documents by their text"
+            )
+        value = doc.metadata[self.id_key]
+        try:
+            hash(value)
+        except TypeError:
+            return repr(value)
+        return value  # type: ignore[no-any-return]
 
-    async def _ascored(self, retriever: Any, query: str, callbacks: Any) -> Scored:
-        if _is_similarity_search(retriever):
-            try:
-                return _unzipped(
-                    await retriever.vectorstore._asimilarity_search_with_relevance_scores(
-                        query, **_search_kwargs(retriever)
-                    )
+    def invoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:
+        """Fuses the retrievers' results for ``input``, each run with ``config`` (as a child run)."""
+        config = ensure_config(config)
+        manager = CallbackManager.configure(
+            verbose=kwargs.get("verbose", False), **_run_options(config, self)
+        )
+        run = manager.on_retriever_start(
+            None, input, name=config.get("run_name") or self.get_name(), **kwargs
+        )
+        try:
+            result = self._fused(input, run, config)
+        except Exception as e:
+            run.on_retriever_error(e)
+            raise
+        run.on_retriever_end(result, **kwargs)
+        return result
+
+    async def ainvoke(
+        self, input: str, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[Document]:
+        """Async :meth:`invoke`: the retrievers run concurrently."""
+        config = ensure_config(config)
+        manager = AsyncCallbackManager.configure(
+            verbose=kwargs.get("verbose", False), **_run_options(config, self)
+        )
+        run = await manager.on_retriever_start(
+            None, input, name=config.get("run_name") or self.get_name(), **kwargs
+        )
+        try:
+            result = await self._afused(input, run, config)
+        except Exception as e:
+            await run.on_retriever_error(e)
+            raise
+        await run.on_retriever_end(result, **kwargs)
+        return result
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return self._fused(query, run_manager, ensure_config())
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return await self._afused(query, run_manager, ensure_config())
+
+    def _fused(
+        self, query: str, run: CallbackManagerForRetrieverRun, config: RunnableConfig
+    ) -> list[Document]:
+        return self._fuse(
+            [
+                self._scored(
+                    r, query, patch_config(config, callbacks=run.get_child(tag=f"retriever_{i + 1}"))
                 )
-            except NotImplementedError:
-                pass
-        elif _is_bm25(retriever):
-            return await asyncio.to_thread(_bm25_scored, retriever, query)
-        docs = await retriever.ainvoke(query, config={"callbacks": callbacks})
-        return docs, _metadata_scores(docs)
+                for i, r in enumerate(self.retrievers)
+            ]
+        )
+
+    async def _afused(
+        self, query: str, run: AsyncCallbackManagerForRetrieverRun, config: RunnableConfig
+    ) -> list[Document]:
+        children = [
+            patch_config(config, callbacks=run.get_child(tag=f"retriever_{i + 1}"))
+            for i in range(len(self.retrievers))
+        ]
+        results = await asyncio.gather(
+            *(self._ascored(r, query, child) for r, child in zip(self.retrievers, children, strict=True))
+        )
+        return self._fuse(results)
+
+    def _scored(self, retriever: Any, query: str, config: RunnableConfig) -> Scored:
+        if isinstance(retriever, DynamicRunnable):  # configurable fields: the configured retriever
+            retriever, config = retriever.prepare(config)
+        if not (_is_similarity_search(retriever) or _is_bm25(retriever)):
+            return _with_scores(retriever.invoke(query, config))
+        # Read the scores directly, inside a child run of the retriever's own.
+        manager = CallbackManager.configure(**_run_options(config, retriever))
+        run = manager.on_retriever_start(None, query, name=retriever.get_name())
+        try:
+            scored = _scored_directly(retriever, query)
+        except Exception as e:
+            run.on_retriever_error(e)
+            raise
+        run.on_retriever_end(scored[0])
+        return scored
+
+    async def _ascored(self, retriever: Any, query: str, config: RunnableConfig) -> Scored:
+        if isinstance(retriever, DynamicRunnable):
+            retriever, config = retriever.prepare(config)
+        if not (_is_similarity_search(retriever) or _is_bm25(retriever)):
+            return _with_scores(await retriever.ainvoke(query, config))
+        manager = AsyncCallbackManager.configure(**_run_options(config, retriever))
+        run = await manager.on_retriever_start(None, query, name=retriever.get_name())
+        try:
+            scored = await _ascored_directly(retriever, query)
+        except Exception as e:
+            await run.on_retriever_error(e)
+            raise
+        await run.on_retriever_end(scored[0])
+        return scored
 
     def _fuse(self, results: Sequence[Scored]) -> list[Document]:
         by_key: dict[Hashable, Document] = {}
         lists = []
-        for docs, scores in results:
-            keys = [self._key(d) for d in docs]
+        for source, (docs, scores) in enumerate(results):
+            keys = [self._key(d, source) for d in docs]
             for key, doc in zip(keys, docs, strict=True):
                 by_key.setdefault(key, doc)
             lists.append(RankedList(keys, scores))
         fused, confidences = fuse_ranked_lists(
-            lists, self.weights, temperature=self.temperature, k=self.k, scaling=self.scaling
+            lists, self.weights, temperature=self.temperature, k=self.k, scaling=self.scaling, c=self.c
         )
         out = []
         for item in fused:
@@ -170,23 +321,3 @@ class UncertaintyFusionRetriever(BaseRetriever):
             meta = {**doc.metadata, "fusion_score": item.score, "fusion_confidences": confidences}
             out.append(Document(page_content=doc.page_content, metadata=meta, id=doc.id))
         return out
-
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-    ) -> list[Document]:
-        results = [
-            self._scored(r, query, run_manager.get_child(tag=f"retriever_{i + 1}"))
-            for i, r in enumerate(self.retrievers)
-        ]
-        return self._fuse(results)
-
-    async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
-    ) -> list[Document]:
-        results = await asyncio.gather(
-            *(
-                self._ascored(r, query, run_manager.get_child(tag=f"retriever_{i + 1}"))
-                for i, r in enumerate(self.retrievers)
-            )
-        )
-        return self._fuse(results)

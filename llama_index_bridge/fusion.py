@@ -3,13 +3,16 @@
 It stands beside ``QueryFusionRetriever``: the retrievers' lists for the query are fused,
 each weighted, per query, by the confidence of its score distribution
 (:mod:`core.confidence_fusion`). Scores are the ``NodeWithScore.score`` each retriever gives;
-a retriever whose nodes carry no score is fused by rank. ``aretrieve`` runs the retrievers
-concurrently.
+a retriever whose nodes carry no score is fused by rank. Each retriever gets its own copy of
+the query bundle (a ``VectorIndexRetriever`` writes its embedding into the bundle it is
+given, which another retriever's model must not reuse). ``aretrieve`` runs the retrievers
+concurrently, a retriever without an async implementation of its own in a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +26,8 @@ from core.confidence_fusion import (
     RankedList,
     Scaling,
     check_scaling,
+    check_temperature,
+    check_weights,
     fuse_ranked_lists,
 )
 
@@ -42,7 +47,8 @@ class UncertaintyFusionRetriever(BaseRetriever):
         callback_manager: LlamaIndex callbacks.
 
     Raises:
-        ValueError: No retrievers, not one weight per retriever, or an unknown ``scaling``.
+        ValueError: No retrievers, not one weight per retriever, a negative weight, a
+            temperature that is not positive, or an unknown ``scaling``.
 
     Example:
         >>> fused = UncertaintyFusionRetriever([bm25, index.as_retriever()])  # doctest: +SKIP
@@ -61,16 +67,12 @@ class UncertaintyFusionRetriever(BaseRetriever):
     ) -> None:
         if not retrievers:
             raise ValueError("UncertaintyFusionRetriever needs at least one retriever")
-        if weights is not None and len(weights) != len(retrievers):
-            raise ValueError(
-                f"{len(weights)} weights for {len(retrievers)} retrievers; give one per retriever"
-            )
         if similarity_top_k is not None and similarity_top_k < 1:
             raise ValueError(f"similarity_top_k must be >= 1 or None, got {similarity_top_k}")
         self.retrievers = list(retrievers)
-        self.weights = None if weights is None else [float(w) for w in weights]
+        self.weights = None if weights is None else check_weights(weights, len(retrievers))
         self.similarity_top_k = similarity_top_k
-        self.temperature = temperature
+        self.temperature = check_temperature(temperature)
         self.scaling = check_scaling(scaling)
         super().__init__(callback_manager=callback_manager, **kwargs)
 
@@ -90,8 +92,21 @@ class UncertaintyFusionRetriever(BaseRetriever):
         return [NodeWithScore(node=by_id[str(item.key)].node, score=item.score) for item in fused]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._fuse([r.retrieve(query_bundle) for r in self.retrievers])
+        return self._fuse([r.retrieve(dataclasses.replace(query_bundle)) for r in self.retrievers])
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        results = await asyncio.gather(*(r.aretrieve(query_bundle) for r in self.retrievers))
+        results = await asyncio.gather(
+            *(_aretrieved(r, dataclasses.replace(query_bundle)) for r in self.retrievers)
+        )
         return self._fuse(list(results))
+
+
+async def _aretrieved(retriever: BaseRetriever, query_bundle: QueryBundle) -> list[NodeWithScore]:
+    """``retriever.aretrieve``, or its ``retrieve`` in a worker thread when it has no async path of its own.
+
+    LlamaIndex's default ``_aretrieve`` calls the sync ``_retrieve`` on the event loop, which
+    would block the loop and run such retrievers one after the other.
+    """
+    if type(retriever)._aretrieve is BaseRetriever._aretrieve:
+        return await asyncio.to_thread(retriever.retrieve, query_bundle)
+    return await retriever.aretrieve(query_bundle)

@@ -56,6 +56,7 @@ def sweep_dataset(
         Recall by ``(list length, setting)``; the setting ``"ensemble"`` is LangChain's.
     """
     from langchain_classic.retrievers import EnsembleRetriever
+    from langchain_core.runnables import ensure_config
 
     from langchain_bridge.fusion import UncertaintyFusionRetriever
 
@@ -78,7 +79,7 @@ def sweep_dataset(
             equal = UncertaintyFusionRetriever(retrievers=retrievers, scaling="rank")
             totals = {"ensemble": 0.0, _EQUAL: 0.0, **dict.fromkeys(fusions, 0.0)}
             for q in data.questions:
-                lists = [any_fusion._scored(r, q.question, None) for r in retrievers]
+                lists = [any_fusion._scored(r, q.question, ensure_config()) for r in retrievers]
                 totals["ensemble"] += passage_recall(q, _doc_ids(ensemble.invoke(q.question)[:k]))
                 scoreless = [(docs, None) for docs, _ in lists]
                 totals[_EQUAL] += passage_recall(q, _doc_ids(equal._fuse(scoreless)[:k]))

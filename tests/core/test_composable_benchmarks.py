@@ -1,7 +1,7 @@
 """The composable pieces' benchmark commands on a tiny dataset, real model.
 
 ``python -m core.evaluation.fusion_sweep`` and ``python -m core.evaluation.composable_latency``
-print the figures issue 24's targets are read from; these tests run them end to end on the
+print the composable pieces' quality and latency figures; these tests run them end to end on the
 ten-passage dataset of ``test_comparison`` so a change that breaks them fails here, not in a
 benchmark run. No figure is asserted beyond what the tiny corpus makes certain.
 """

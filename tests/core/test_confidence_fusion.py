@@ -90,3 +90,38 @@ def test_non_finite_scores_count_as_the_lowest() -> None:
     assert fused[0].key == "b"
     assert fused[-1].score == 0.0
     assert all(f.score == f.score for f in fused)  # no NaN
+
+
+def test_one_odd_score_neither_silences_its_list_nor_wins_by_default() -> None:
+    clean = RankedList(["x", "y", "z"], [9.0, 1.0, 0.5])
+    other = RankedList(["p", "q", "r"], [9.0, 1.0, 0.5])
+    (reference, _) = list_confidences([clean, other])
+    for odd in (float("nan"), float("-inf")):  # counts as the list's lowest score
+        (conf, _) = list_confidences([RankedList(["x", "y", "z"], [9.0, odd, 0.5]), other])
+        assert conf > 0.5 * reference, odd
+    (top_inf, _) = list_confidences([RankedList(["x", "y", "z"], [float("inf"), 1.0, 0.5]), other])
+    assert top_inf > 0.5 * reference
+    fused, _ = fuse_ranked_lists([RankedList(["x", "y", "z"], [float("inf"), 1.0, 0.5]), other])
+    assert fused[0].score > 0
+    # Scores too large to square (their variance overflows) are judged by their shape alone.
+    (huge, _) = list_confidences([RankedList(["x", "y", "z"], [9e307, 1e307, 0.5e307]), other])
+    assert huge == pytest.approx(reference)
+    assert fuse_ranked_lists([RankedList(["x", "y"], [0.3, 0.1])], scaling="minmax", k=1)[0][0].key == "x"
+
+
+def test_an_empty_list_does_not_lower_a_scoreless_lists_confidence() -> None:
+    scored = RankedList(["a", "b", "c"], [5.0, 1.0, 0.0])
+    ranked = RankedList(["c", "b"])
+    alone = list_confidences([scored, ranked])
+    with_empty = list_confidences([scored, ranked, RankedList([], [])])
+    assert with_empty[:2] == pytest.approx(alone)
+    assert with_empty[2] == 0.0
+
+
+def test_the_rank_constant_is_ensemble_retrievers_c() -> None:
+    li = RankedList(["a", "b", "c"])
+    fused, (conf,) = fuse_ranked_lists([li], c=60)
+    assert [f.score for f in fused] == pytest.approx([conf / (60 + rank) for rank in (1, 2, 3)], rel=1e-6)
+    for bad in (-1, float("nan"), "60", True):
+        with pytest.raises(ValueError, match="c must be a finite number >= 0"):
+            fuse_ranked_lists([li], c=bad)  # type: ignore[arg-type]

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
 
 import pytest
 from langchain_chroma import Chroma
+from langchain_classic.retrievers import EnsembleRetriever
 from langchain_community.retrievers import BM25Retriever
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.callbacks.manager import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import ConfigurableField, RunnableLambda
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_bridge import UncertaintyFusionRetriever
@@ -98,7 +102,7 @@ def test_scaling_reaches_the_fusion() -> None:
 
 def test_weights_must_match_the_retrievers() -> None:
     bm25 = BM25Retriever.from_documents(DOCS, k=2)
-    with pytest.raises(ValueError, match="one per retriever"):
+    with pytest.raises(ValueError, match="one weight per retriever"):
         UncertaintyFusionRetriever(retrievers=[bm25, bm25], weights=[1.0])
 
 
@@ -123,3 +127,76 @@ def test_ainvoke_runs_the_retrievers_concurrently_and_keeps_the_loop_free() -> N
     assert len(docs) == 3
     assert ACTIVE.peak == 3  # the three retrievers ran at once, not one after the other
     assert ticks >= 3  # the loop kept running while they waited
+
+
+def test_documents_are_matched_by_text_as_ensemble_retriever_matches_them() -> None:
+    loaded = [Document(d.page_content) for d in DOCS]  # loaded from files: no ids
+    bm25 = BM25Retriever.from_documents(loaded, k=3)
+    memory = InMemoryVectorStore(DeterministicFakeEmbedding(size=16))
+    memory.add_documents(loaded)  # the store gives its copies ids of its own
+    fused = UncertaintyFusionRetriever(retrievers=[bm25, memory.as_retriever(search_kwargs={"k": 3})])
+    docs = fused.invoke("Who founded the observatory?")
+    texts = [d.page_content for d in docs]
+    assert len(texts) == len(set(texts))
+    ensemble = EnsembleRetriever(retrievers=fused.retrievers)
+    assert set(texts) == {d.page_content for d in ensemble.invoke("Who founded the observatory?")}
+
+
+def test_id_key_names_the_document_that_lacks_it() -> None:
+    tagged = RunnableLambda(lambda q: [Document("alpha", metadata={"uid": 1}), Document("beta")])
+    other = RunnableLambda(lambda q: [Document("alpha again", metadata={"uid": 1})])
+    with pytest.raises(ValueError, match=r"retriever 1 has no metadata\['uid'\]"):
+        UncertaintyFusionRetriever(retrievers=[tagged], id_key="uid").invoke("q")
+    both = UncertaintyFusionRetriever(retrievers=[tagged.with_config(), other], id_key="uid")
+    with pytest.raises(ValueError, match="retriever 1 has no"):
+        both.invoke("q")
+    same = RunnableLambda(
+        lambda q: [Document("alpha", metadata={"uid": 1}), Document("b", metadata={"uid": 2})]
+    )
+    docs = UncertaintyFusionRetriever(retrievers=[same, other], id_key="uid").invoke("q")
+    assert [d.metadata["uid"] for d in docs] == [1, 2]  # uid 1 from both lists is one document
+
+
+def test_c_and_weights_are_checked_and_c_reaches_the_fusion() -> None:
+    bm25 = BM25Retriever.from_documents(DOCS, k=3)
+    flat = UncertaintyFusionRetriever(retrievers=[bm25], c=60).invoke("River Tessel")
+    steep = UncertaintyFusionRetriever(retrievers=[bm25]).invoke("River Tessel")
+    ratio = [d.metadata["fusion_score"] / flat[0].metadata["fusion_score"] for d in flat]
+    assert ratio == pytest.approx([61 / 61, 61 / 62, 61 / 63])
+    assert steep[2].metadata["fusion_score"] / steep[0].metadata["fusion_score"] == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="greater than or equal to 0"):
+        UncertaintyFusionRetriever(retrievers=[bm25], c=-1)
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        UncertaintyFusionRetriever(retrievers=[bm25, bm25], weights=[-1.0, 1.0])
+
+
+def test_each_retriever_runs_as_a_child_run_with_the_callers_config(lc_embeddings: Any) -> None:
+    runs: list[tuple[str, list[str], dict[str, Any]]] = []
+
+    class Handler(BaseCallbackHandler):
+        def on_retriever_start(self, serialized: Any, query: str, **kwargs: Any) -> None:
+            runs.append((kwargs.get("name") or "", kwargs.get("tags") or [], kwargs.get("metadata") or {}))
+
+    bm25 = BM25Retriever.from_documents(DOCS, k=2)
+    dense = _chroma(lc_embeddings).as_retriever(search_kwargs={"k": 2})
+    fused = UncertaintyFusionRetriever(retrievers=[bm25, dense])
+    config: Any = {"callbacks": [Handler()], "tags": ["app"], "metadata": {"tenant": "acme"}}
+    fused.invoke("River Tessel", config=config)
+    assert len(runs) == 3  # the fusion and both retrievers, scored directly or not
+    for _, tags, metadata in runs:
+        assert "app" in tags
+        assert metadata.get("tenant") == "acme"
+    assert {tag for _, tags, _ in runs[1:] for tag in tags} >= {"retriever_1", "retriever_2"}
+    runs.clear()
+    asyncio.run(fused.ainvoke("River Tessel", config=config))
+    assert len(runs) == 3
+
+
+def test_configurable_fields_of_a_retriever_take_effect() -> None:
+    bm25 = BM25Retriever.from_documents(DOCS, k=3).configurable_fields(
+        k=ConfigurableField(id="bm25_k", name="BM25 k")
+    )
+    fused = UncertaintyFusionRetriever(retrievers=[bm25])
+    assert [s.id for s in fused.config_specs] == ["bm25_k"]
+    assert len(fused.invoke("River Tessel")) == 3
+    assert len(fused.invoke("River Tessel", config={"configurable": {"bm25_k": 1}})) == 1

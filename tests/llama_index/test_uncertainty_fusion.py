@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from typing import Any
 
@@ -55,7 +57,7 @@ def test_scoreless_nodes_are_fused_by_rank_and_arguments_are_checked() -> None:
     assert {h.node.node_id for h in fused.retrieve("q")} == {"a", "b"}
     with pytest.raises(ValueError, match="at least one retriever"):
         UncertaintyFusionRetriever([])
-    with pytest.raises(ValueError, match="one per retriever"):
+    with pytest.raises(ValueError, match="one weight per retriever"):
         UncertaintyFusionRetriever([Slow(NODES[0])], weights=[1.0, 2.0])
 
 
@@ -87,3 +89,51 @@ def test_aretrieve_runs_concurrently_and_keeps_the_loop_free() -> None:
     assert len(hits) == 3
     assert ACTIVE.peak == 3  # the three retrievers ran at once
     assert ticks >= 3
+
+
+class SyncOnly(BaseRetriever):
+    """No async path of its own: LlamaIndex's default would run it on the event loop."""
+
+    lock = threading.Lock()
+    active = peak = 0
+
+    def __init__(self, node: TextNode, pause: float = 0.3) -> None:
+        self.node, self.pause = node, pause
+        super().__init__()
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        with SyncOnly.lock:
+            SyncOnly.active += 1
+            SyncOnly.peak = max(SyncOnly.peak, SyncOnly.active)
+        time.sleep(self.pause)
+        with SyncOnly.lock:
+            SyncOnly.active -= 1
+        return [NodeWithScore(node=self.node, score=1.0)]
+
+
+def test_aretrieve_moves_sync_only_retrievers_off_the_loop() -> None:
+    fused = UncertaintyFusionRetriever([SyncOnly(n) for n in NODES[:3]])
+    hits, ticks = run_beside_a_ticker(lambda: fused.aretrieve("anything"))
+    assert len(hits) == 3
+    assert ticks >= 3  # the loop kept running while they slept
+    assert SyncOnly.peak == 3  # and they slept at the same time, not one after the other
+
+
+def test_each_retriever_gets_its_own_query_bundle(li_embed_model: Any) -> None:
+    from llama_index.core.embeddings import MockEmbedding
+
+    small = VectorStoreIndex(NODES, embed_model=MockEmbedding(embed_dim=8)).as_retriever(similarity_top_k=2)
+    other = VectorStoreIndex(NODES, embed_model=li_embed_model).as_retriever(similarity_top_k=2)
+    fused = UncertaintyFusionRetriever([small, other])
+    bundle = QueryBundle("Who founded the Marrowick observatory?")
+    assert len(fused.retrieve(bundle)) >= 2  # each retriever embedded the query with its own model
+    assert bundle.embedding is None  # and the caller's bundle is left as it was
+    assert len(asyncio.run(fused.aretrieve(bundle))) >= 2
+
+
+def test_weights_and_temperature_are_checked_when_built() -> None:
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        UncertaintyFusionRetriever([Slow(NODES[0]), Slow(NODES[1])], weights=[-1.0, 1.0])
+    for bad in (0.0, -1.0, float("inf")):
+        with pytest.raises(ValueError, match="temperature must be a positive"):
+            UncertaintyFusionRetriever([Slow(NODES[0])], temperature=bad)
