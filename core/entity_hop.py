@@ -93,8 +93,9 @@ class EntityHopWalk:
             raise ValueError(f"k must be an int >= 1, got {k!r}")
         self.index = index
         self.k = k
-        self._by_text: dict[str, int] | None = None
-        self._by_text_rows = -1
+        # The live rows by folded text, and the table's ``alive`` array it was built from: every
+        # add or delete replaces that array, so a new one means the map is stale.
+        self._by_text: tuple[Any, dict[str, int]] | None = None
 
     @classmethod
     def from_documents(
@@ -171,13 +172,20 @@ class EntityHopWalk:
         return [r for r in rows if table.alive[r]]
 
     def _row_by_text(self, text: str) -> int | None:
+        """The live row holding ``text`` (case and spacing folded), or None.
+
+        Queries run side by side: the map is built into a local dict and published with one
+        assignment, so a query sees either the old map or the whole new one.
+        """
         table = self.index._table
-        if self._by_text is None or self._by_text_rows != len(table):
-            self._by_text = {}
-            for i, chunk in enumerate(table.texts):
-                self._by_text.setdefault(_folded(chunk), i)
-            self._by_text_rows = len(table)
-        return self._by_text.get(_folded(text))
+        alive = table.alive
+        cached = self._by_text
+        if cached is None or cached[0] is not alive:
+            by_text: dict[str, int] = {}
+            for i in np.flatnonzero(alive).tolist():
+                by_text.setdefault(_folded(table.texts[i]), i)
+            cached = self._by_text = (alive, by_text)
+        return cached[1].get(_folded(text))
 
 
 def _given_vector(vector: Any, dimension: int) -> Any:

@@ -8,15 +8,16 @@ merged ranking comes back with the provenance keys of the strategies' retrievers
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Self
 
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from pydantic import Field, PrivateAttr
 
 from core.entity_hop import EntityHopWalk, Seed
-from llama_index_bridge.retrievers import from_llama_document, to_node_with_score
+from core.strategies.common import jsonable
+from llama_index_bridge.retrievers import default_hidden_keys, from_llama_document, to_node_with_score
 
 __all__ = ["EntityHopPostprocessor"]
 
@@ -56,6 +57,18 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
     def class_name(cls) -> str:
         """LlamaIndex's serialisation name."""
         return "EntityHopPostprocessor"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> Self:
+        """Refused: ``to_dict`` holds the fields, not the index they walk over.
+
+        Raises:
+            TypeError: Always; the message says how to reopen the index.
+        """
+        raise TypeError(
+            "EntityHopPostprocessor cannot be rebuilt from a dict (its index is not in it); open the "
+            "index with EntityHopPostprocessor.from_persist_dir(persist_dir, top_n=..., ...)"
+        )
 
     @classmethod
     def from_defaults(
@@ -109,6 +122,7 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
             raise ValueError("EntityHopPostprocessor needs the query: pass query_bundle (or query_str)")
         seeds = [Seed(n.node.node_id, n.node.get_content()) for n in nodes]
         vector = query_bundle.embedding if self.reuse_query_embedding else None
+        provenance = self._walk.index.provenance_keys
         out: list[NodeWithScore] = []
         for hit in self._walk.expand(query_bundle.query_str, seeds, self.top_n, query_vector=vector):
             original = nodes[hit.seed] if hit.seed is not None else None
@@ -116,12 +130,31 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
                 if original is not None:  # a seed the index does not hold: as retrieved
                     out.append(original)
             elif original is not None:  # the retriever's own node (a copy), with the walk's provenance
-                metadata = {**original.node.metadata, **hit.result.metadata}
                 out.append(
                     NodeWithScore(
-                        node=original.node.model_copy(update={"metadata": metadata}), score=hit.result.score
+                        node=_with_walk_metadata(original.node, hit.result.metadata, provenance),
+                        score=hit.result.score,
                     )
                 )
             else:
-                out.append(to_node_with_score(hit.result))
+                out.append(to_node_with_score(hit.result, provenance_keys=provenance))
         return out
+
+
+def _with_walk_metadata(
+    node: BaseNode, walk_metadata: Mapping[str, Any], provenance: Collection[str]
+) -> BaseNode:
+    """A copy of ``node`` carrying the walk's metadata, the keys it adds kept out of the LLM's view."""
+    added = jsonable(dict(walk_metadata))
+    hidden = [
+        key for key in default_hidden_keys(added, provenance) if key in provenance or key not in node.metadata
+    ]
+    return node.model_copy(
+        update={
+            "metadata": {**node.metadata, **added},
+            "excluded_llm_metadata_keys": list(dict.fromkeys([*node.excluded_llm_metadata_keys, *hidden])),
+            "excluded_embed_metadata_keys": list(
+                dict.fromkeys([*node.excluded_embed_metadata_keys, *hidden])
+            ),
+        }
+    )

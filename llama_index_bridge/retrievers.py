@@ -46,6 +46,7 @@ __all__ = [
     "BubbleRetriever",
     "StrategyRetriever",
     "UMGRetriever",
+    "default_hidden_keys",
     "from_llama_document",
     "to_node_with_score",
 ]
@@ -66,9 +67,7 @@ def to_node_with_score(
     Args:
         r: The result.
         hidden_metadata_keys: Metadata keys to keep out of the text the LLM and embedders see
-            (they stay in ``node.metadata``). None hides ``provenance_keys``, private keys
-            starting with ``_`` (LlamaIndex's own ``_node_content``) and every structured
-            (dict or list) value: noise in a prompt.
+            (they stay in ``node.metadata``). None: :func:`default_hidden_keys`.
         provenance_keys: The provenance keys of the strategy the result came from (its
             ``provenance_keys``); default the keys every strategy writes.
 
@@ -77,11 +76,7 @@ def to_node_with_score(
     """
     metadata: dict[str, Any] = jsonable(r.metadata)
     if hidden_metadata_keys is None:
-        hidden = [
-            key
-            for key, value in metadata.items()
-            if isinstance(value, dict | list) or key.startswith("_") or key in provenance_keys
-        ]
+        hidden = default_hidden_keys(metadata, provenance_keys)
     else:
         hidden = [key for key in hidden_metadata_keys if key in metadata]
     relationships: dict[NodeRelationship, RelatedNodeInfo | list[RelatedNodeInfo]] = {}
@@ -97,6 +92,19 @@ def to_node_with_score(
         relationships=relationships,
     )
     return NodeWithScore(node=node, score=float(r.score))
+
+
+def default_hidden_keys(metadata: Mapping[str, Any], provenance_keys: Collection[str]) -> list[str]:
+    """The metadata keys kept out of a node's LLM and embedding views by default.
+
+    They are the provenance keys, private keys starting with ``_`` (LlamaIndex's own
+    ``_node_content``) and every structured (dict or list) value: noise in a prompt.
+    """
+    return [
+        key
+        for key, value in metadata.items()
+        if isinstance(value, dict | list) or key.startswith("_") or key in provenance_keys
+    ]
 
 
 def from_llama_document(doc: BaseNode) -> CoreDocument:

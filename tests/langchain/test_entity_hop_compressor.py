@@ -81,3 +81,17 @@ def test_bad_arguments_are_refused(compressor: EntityHopCompressor) -> None:
         EntityHopWalk(object())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="empty"):
         compressor.compress_documents(CHUNKS[:1], "   ")
+
+
+def test_a_seed_matched_by_text_follows_a_delete_and_re_add(lc_embeddings: Any) -> None:
+    compressor = EntityHopCompressor.from_documents(CHUNKS, embedding=lc_embeddings, k=3)
+    seed = Document(CHUNKS[0].page_content)  # e.g. from BM25Retriever.from_texts: no id
+    assert compressor.compress_documents([seed], QUESTION)[0].metadata["found_by"] == "retriever"
+    index = compressor.walk.index
+    index.delete_documents(["song"])
+    out = compressor.compress_documents([seed], QUESTION)
+    assert "found_by" not in out[0].metadata  # the deleted chunk is no longer the index's
+    index.add_documents([CoreDocument(CHUNKS[0].page_content, id="song")])  # the same text again
+    again = compressor.compress_documents([seed], QUESTION)
+    assert again[0].metadata["found_by"] == "retriever"
+    assert again[0].metadata["doc_id"] == "song"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from llama_index.core import VectorStoreIndex
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
 from llama_index_bridge import EntityHopPostprocessor
 
@@ -79,3 +79,25 @@ def test_the_query_bundles_embedding_is_reused(li_embed_model: Any, monkeypatch:
     hop.reuse_query_embedding = False
     hop.postprocess_nodes(seeds, query_bundle=bundle)
     assert len(calls) == 3
+
+
+def test_the_walks_provenance_stays_out_of_the_llms_view(li_embed_model: Any) -> None:
+    hop = EntityHopPostprocessor.from_defaults(NODES, embed_model=li_embed_model, top_n=3)
+    seed = NodeWithScore(node=NODES[0].model_copy(update={"metadata": {"title": "Song"}}), score=0.9)
+    out = hop.postprocess_nodes([seed], query_str=QUESTION)
+    assert {n.node.metadata["found_by"] for n in out} == {"retriever", "hop"}
+    for n in out:
+        view = n.node.get_content(metadata_mode=MetadataMode.LLM)
+        embed_view = n.node.get_content(metadata_mode=MetadataMode.EMBED)
+        for key in ("found_by", "score", "cosine", "hop_score", "hop_entities", "strategy"):
+            assert f"{key}:" not in view, (n.node.node_id, key)
+            assert f"{key}:" not in embed_view, (n.node.node_id, key)
+    assert "title: Song" in out[0].node.get_content(metadata_mode=MetadataMode.LLM)  # the app's own key stays
+
+
+def test_from_dict_says_how_to_reopen_the_index(li_embed_model: Any) -> None:
+    hop = EntityHopPostprocessor.from_defaults(NODES, embed_model=li_embed_model, top_n=2)
+    data = hop.to_dict()
+    assert data["top_n"] == 2
+    with pytest.raises(TypeError, match=r"from_persist_dir"):
+        EntityHopPostprocessor.from_dict(data)
