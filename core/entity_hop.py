@@ -200,12 +200,16 @@ def _walk(
 ) -> list[HopHit]:
     matrix = idx._table.matrix
     options = [walk._rows_of(s) for s in seeds]
-    flat = sorted({r for rows in options for r in rows})
-    if not flat:  # nothing to walk from: the retriever's own results
+    if not any(options):  # nothing to walk from: the retriever's own results
         return [HopHit(i, None) for i in range(min(k, len(seeds)))]
-    cos_of = dict(zip(flat, row_cosines(qv, matrix, np.asarray(flat, dtype=np.int64)).tolist(), strict=True))
-    # A seed naming a whole document stands for its chunk nearest the query.
-    rows = [max(rs, key=lambda r: (cos_of[r], -r)) if rs else None for rs in options]
+    # A seed naming a whole document stands for its chunk nearest the query (the pool's
+    # cosines are computed once more in retrieve_by_vector, so only such seeds need them here).
+    several = sorted({r for rows in options if len(rows) > 1 for r in rows})
+    cosines = row_cosines(qv, matrix, np.asarray(several, dtype=np.int64)).tolist() if several else []
+    cos_of = dict(zip(several, cosines, strict=True))
+    rows = [
+        (rs[0] if len(rs) == 1 else max(rs, key=lambda r: (cos_of[r], -r))) if rs else None for rs in options
+    ]
     seed_of = {r: i for i, r in reversed(list(enumerate(rows))) if r is not None}
     results = idx.retrieve_by_vector(text, qv, k, pool_rows=list(seed_of))
     id_to_row = idx._table.id_to_row

@@ -95,3 +95,22 @@ def test_a_seed_matched_by_text_follows_a_delete_and_re_add(lc_embeddings: Any) 
     again = compressor.compress_documents([seed], QUESTION)
     assert again[0].metadata["found_by"] == "retriever"
     assert again[0].metadata["doc_id"] == "song"
+
+
+def test_a_seed_naming_a_chunked_document_stands_for_its_chunk_nearest_the_query(lc_embeddings: Any) -> None:
+    long_doc = Document(
+        "Rye bread is baked every morning in the Marrowick bakery. "
+        "By the Beautiful Sea is a song written by Harold Atteridge in 1914.",
+        id="long",
+    )
+    docs = [long_doc, *CHUNKS[1:]]
+    compressor = EntityHopCompressor.from_documents(
+        docs, embedding=lc_embeddings, k=3, chunk_size=70, chunk_overlap=0
+    )
+    table = compressor.walk.index._table
+    assert len(table.doc_rows["long"]) == 2  # the document became two chunks
+    out = compressor.compress_documents([long_doc], QUESTION)
+    assert out[0].page_content == long_doc.page_content  # the retriever's own document comes back
+    assert out[0].metadata["found_by"] == "retriever"
+    assert out[0].metadata["id"] == "long::1"  # the chunk about the song, not the bakery
+    assert "composer" in [d.metadata.get("doc_id") for d in out[1:]]
