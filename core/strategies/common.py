@@ -38,6 +38,7 @@ __all__ = [
     "default_store",
     "doc_id_of",
     "document_groups",
+    "document_key",
     "documents_from_chunks",
     "embed_in_batches",
     "fit_mask",
@@ -366,7 +367,7 @@ def _distinct_ints(metas: Sequence[Mapping[str, Any]], key: str) -> bool:
     return all(v is not None for v in values) and len(set(values)) == len(values)
 
 
-def _document_key(metadata: Mapping[str, Any] | None) -> str:
+def document_key(metadata: Mapping[str, Any] | None) -> str:
     """What the chunks of one document share: their metadata apart from position keys."""
     shared = {
         str(k): v
@@ -387,7 +388,7 @@ def _groups(ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]) -
     by_name: dict[str, dict[str, list[int]]] = {}
     for i, cid in enumerate(ids):
         parts = by_name.setdefault(doc_id_of(cid, metadatas[i]), {})
-        parts.setdefault(_document_key(metadatas[i]), []).append(i)
+        parts.setdefault(document_key(metadatas[i]), []).append(i)
     groups: dict[str, list[int]] = {}
     for name, parts in by_name.items():
         if len(parts) == 1:

@@ -31,6 +31,7 @@ from core.strategies.common import (
     DOCUMENT_NAME_KEYS,
     ORDER_KEY,
     document_groups,
+    document_key,
     normalise_rows,
     public_metadata,
     read_from_store,
@@ -195,8 +196,10 @@ class ChunkTable:
             The rows, sorted.
 
         Raises:
-            ValueError: Without a filter, a name carried by several documents (say which, and
-                how to name one).
+            ValueError: Without a filter, a name carried by several documents whose metadata
+                disagree apart from position keys (two tenants' ``report.pdf``; say which, and
+                how to name one). Documents that agree (the nodes LlamaIndex parsed from one
+                document, inserted one by one) are all removed.
         """
         by_name: dict[str, set[str]] = {}
         unknown = [n for n in dict.fromkeys(names) if n not in self.doc_rows]
@@ -206,8 +209,10 @@ class ChunkTable:
                 meta = self.rows.metadatas[r]
                 for name in wanted.intersection(str(meta[k]) for k in DOCUMENT_NAME_KEYS if k in meta):
                     by_name.setdefault(name, set()).add(self.rows.doc_ids[r])
-        if flt is None:
-            shared = {n: docs for n, docs in by_name.items() if len(docs) > 1}
+        if flt is None:  # documents that carry one name and disagree on metadata: whose?
+            shared = {
+                n: docs for n, docs in by_name.items() if len({self._metadata_key(d) for d in docs}) > 1
+            }
             if shared:
                 name, docs = next(iter(shared.items()))
                 raise ValueError(
@@ -221,6 +226,10 @@ class ChunkTable:
             mask = self.live_mask(flt)
             rows = [r for r in rows if mask[r]]
         return rows
+
+    def _metadata_key(self, doc: str) -> str:
+        """What a document's chunks share (:func:`~core.strategies.common.document_key`)."""
+        return document_key(self.rows.metadatas[self.doc_rows[doc][0]])
 
     # ------------------------------------------------------------------ persistence
     @property
@@ -468,7 +477,10 @@ def stored_rows(store: ChunkStore, dimension: int, *, ordered: bool) -> tuple[Ch
     """
     stored = store.get(include_embeddings=True)
     if not stored.ids:
-        raise ValueError("the Chroma collection is empty; add documents first or use from_documents")
+        raise ValueError(
+            "the Chroma collection is empty; add documents first, or build from documents "
+            "(from_documents; LlamaIndex: from_defaults)"
+        )
     assert stored.embeddings is not None
     if stored.embeddings.shape[1] != dimension:
         raise ValueError(

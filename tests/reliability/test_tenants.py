@@ -31,6 +31,7 @@ from core.store import ChunkStore
 from core.strategies.bridge import BridgeRAG
 from core.strategies.bubble import BubbleRAG
 from core.strategies.umg import UMGRAG
+from core.types import Document
 from tests.core.conftest import unique_name
 from tests.reliability.cases import spacy_triples, wiring_embedder
 
@@ -263,3 +264,23 @@ def test_a_shared_file_name_is_two_documents_and_a_delete_names_one(name: str) -
         stored = store.collection.get(where={"source": "report.pdf"}, include=["metadatas"])
         assert {m["tenant"] for m in stored["metadatas"]} == {"globex", "initech"}
     assert np.count_nonzero(rag._table.alive) == len(rag._table.id_to_row)
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_parts_of_one_document_that_agree_on_metadata_are_deleted_together(name: str) -> None:
+    ids, texts, metas = _corpus(random.Random(6))
+    store = ChunkStore.ephemeral(unique_name("tenant-parts"))
+    store.add(ids, texts, wiring_embedder().embed_documents(texts), metas)
+    rag = BUILDERS[name][0](store)
+    parts = [  # the nodes a parser cut from one file, added one by one
+        Document(
+            text=f"Part {i} of the Tessel notes says the Works opened in 19{10 + i}.",
+            id=f"notes-{i}",
+            metadata={"source": "notes.txt", "tenant": "acme"},
+        )
+        for i in range(3)
+    ]
+    rag.add_documents(parts)
+    assert rag.delete_documents(["notes.txt"]) >= 3  # no filter needed: nothing tells the parts apart
+    left = rag.retrieve("When did the Works open?", k=200, filter={"source": "notes.txt"})
+    assert [r for r in left if r.metadata.get("type") is None] == []
