@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-from core.adapters import split_fields
+from core.adapters import lift_option, split_fields
 from core.strategies.base import Strategy
 from core.types import Document
 
@@ -38,6 +38,8 @@ class StrategyAdapter:
     own_keywords: ClassVar[tuple[str, ...]] = ()
     #: What the error of a retriever that declares no strategy tells its user to do instead.
     no_strategy_hint: ClassVar[str] = "build one yourself and wrap it"
+    #: The framework's name of the number of results in the ``from_*`` constructors.
+    top_k_keyword: ClassVar[str] = "k"
 
     if TYPE_CHECKING:
         strategy: Any
@@ -49,7 +51,7 @@ class StrategyAdapter:
         cls,
         make: Callable[..., Any],
         *args: Any,
-        k: int,
+        top_k: int | None,
         search_kwargs: Mapping[str, Any] | None,
         collection_name: str | None = None,
         build: bool = True,
@@ -60,8 +62,11 @@ class StrategyAdapter:
         Args:
             make: The strategy constructor (``from_documents``, ``from_store``, ``load``, ...).
             *args: Its positional arguments.
-            k: The retriever's number of results.
-            search_kwargs: The retriever's default query options.
+            top_k: The retriever's number of results (None: ``search_kwargs["k"]``, else the
+                retriever's default).
+            search_kwargs: The retriever's default query options; ``k`` and option fields
+                given here are taken out first, so a build field spelt this way is saved as
+                the index's default as it is when given as a keyword.
             collection_name: The Chroma collection name given to ``make`` (None: not given).
             build: ``make`` builds a new index, which saves the build fields as its defaults
                 (False for a load: a given field then overrides the saved default per query).
@@ -70,13 +75,27 @@ class StrategyAdapter:
 
         Returns:
             The retriever.
+
+        Raises:
+            TypeError: ``k`` is among the settings of a framework that spells it otherwise.
+            ValueError: A field is given both as a keyword and in ``search_kwargs``, with
+                different values.
         """
+        if "k" in settings:
+            raise TypeError(
+                f"{cls.__name__} takes the number of results as {cls.top_k_keyword}=..., not k=..."
+            )
+        settings, options = dict(settings), dict(search_kwargs or {})
+        top: dict[str, Any] = {} if top_k is None else {"k": top_k}
+        lift_option(top, options, "k")
+        for name in cls.option_fields:
+            lift_option(settings, options, name)
         own, rest = split_fields(
             settings, (*cls.option_fields, *cls.own_keywords), cls.build_fields if build else ()
         )
         if collection_name is not None:
             rest["collection_name"] = collection_name
-        return cls(strategy=make(*args, **rest), k=k, search_kwargs=dict(search_kwargs or {}), **own)
+        return cls(strategy=make(*args, **rest), search_kwargs=options, **top, **own)
 
     @classmethod
     def _strategy_type(cls) -> type[Strategy]:

@@ -235,7 +235,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         embedding: Embeddings | None = None,
         persist_directory: str | os.PathLike[str] | None = None,
         collection_name: str | None = None,
-        k: int = 4,
+        k: int | None = None,
         search_kwargs: dict[str, Any] | None = None,
         llm: Any = None,
         show_progress: bool = True,
@@ -248,7 +248,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
             embedding: A LangChain ``Embeddings``; default all-MiniLM-L6-v2 (offline).
             persist_directory: Keep Chroma's data and the index here (reopen with :meth:`load`).
             collection_name: Chroma collection name (default: the strategy's).
-            k: Number of results.
+            k: Number of results (default 4, or ``search_kwargs["k"]``).
             search_kwargs: Default options for every query.
             llm: Optional chat model / LLM, for the strategies that use one.
             show_progress: Show progress bars while building.
@@ -261,7 +261,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         return cls._built(
             cls._strategy_type().from_documents,
             [from_langchain_document(d) for d in documents],
-            k=k,
+            top_k=k,
             search_kwargs=search_kwargs,
             collection_name=collection_name,
             embedder=_embedder(embedding),
@@ -276,7 +276,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         cls,
         vectorstore: Any,
         *,
-        k: int = 4,
+        k: int | None = None,
         search_kwargs: dict[str, Any] | None = None,
         llm: Any = None,
         show_progress: bool = True,
@@ -290,7 +290,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
 
         Args:
             vectorstore: A ``langchain_chroma.Chroma`` with an embedding function.
-            k: Number of results.
+            k: Number of results (default 4, or ``search_kwargs["k"]``).
             search_kwargs: Default query options.
             llm: Optional LLM, for the strategies that use one.
             show_progress: Show progress bars.
@@ -314,7 +314,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         return cls._built(
             cls._strategy_type().from_store,
             ChunkStore(collection),
-            k=k,
+            top_k=k,
             search_kwargs=search_kwargs,
             embedder=LangChainEmbedder(embedding),
             llm=llm,
@@ -328,7 +328,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         path: str | os.PathLike[str],
         *,
         embedding: Embeddings | None = None,
-        k: int = 4,
+        k: int | None = None,
         search_kwargs: dict[str, Any] | None = None,
         store: ChunkStore | None = None,
         **options: Any,
@@ -338,7 +338,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         Args:
             path: The index directory.
             embedding: The embeddings the index was built with (default all-MiniLM-L6-v2).
-            k: Number of results.
+            k: Number of results (default 4, or ``search_kwargs["k"]``).
             search_kwargs: Default query options.
             store: The Chroma collection, when it is not the embedded one under ``path``.
             **options: The retriever's own fields (None: the index's saved default), and the
@@ -350,7 +350,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         return cls._built(
             cls._strategy_type().load,
             path,
-            k=k,
+            top_k=k,
             search_kwargs=search_kwargs,
             build=False,
             embedder=_embedder(embedding),
@@ -391,7 +391,7 @@ class BridgeRetriever(StrategyRetriever):
         k: int
             Number of chunks to return (also accepted at invoke time: ``invoke(q, k=2)``).
         depth: int | None
-            Expansion depth d (None: the index's, 2 by default).
+            Expansion depth d (None: the index's; 0 unless built with another).
         include_abstracts: bool
             Also return abstract summaries as extra context documents, after the chunks.
 
@@ -525,7 +525,7 @@ class BubbleRetriever(StrategyRetriever):
         *,
         embedding: Embeddings | None = None,
         documents: Sequence[Document] | None = None,
-        k: int = 4,
+        k: int | None = None,
         search_kwargs: dict[str, Any] | None = None,
         llm: Any = None,
         show_progress: bool = True,
@@ -538,7 +538,7 @@ class BubbleRetriever(StrategyRetriever):
             embedding: A LangChain ``Embeddings``; default all-MiniLM-L6-v2.
             documents: Optional source documents that a ``chunk`` node/edge attribute points to;
                 without them each result is one evidence graph, its triples as the text.
-            k: Number of results.
+            k: Number of results (default 4, or ``search_kwargs["k"]``).
             search_kwargs: Default query options.
             llm: Optional LLM for concepts and expansion.
             show_progress: Show progress bars.
@@ -551,7 +551,7 @@ class BubbleRetriever(StrategyRetriever):
         return cls._built(
             BubbleRAG.from_networkx,
             graph,
-            k=k,
+            top_k=k,
             search_kwargs=search_kwargs,
             embedder=_embedder(embedding),
             documents=None if documents is None else [from_langchain_document(d) for d in documents],

@@ -85,13 +85,17 @@ class ParentPromotionPostprocessor(ParentPromotionSettings, BaseNodePostprocesso
     def _item(self, nws: NodeWithScore, score: float) -> PromotionItem:
         node = nws.node
         meta = node.metadata
-        if self.start_key in meta:
-            start, end = offset_or_none(meta.get(self.start_key)), offset_or_none(meta.get(self.end_key))
+        text = node.get_content(metadata_mode=MetadataMode.NONE)
+        if self.start_key in meta:  # the offsets in metadata, the end defaulting as LangChain's does
+            start = offset_or_none(meta[self.start_key])
+            if self.end_key in meta:
+                end = offset_or_none(meta[self.end_key])
+            else:
+                end = None if start is None else start + len(text)
         elif isinstance(node, TextNode):
             start, end = node.start_char_idx, node.end_char_idx
         else:
             start = end = None
-        text = node.get_content(metadata_mode=MetadataMode.NONE)
         return promotion_item(
             meta.get(self.doc_id_key, node.ref_doc_id), start, end, score, text, meta, node.node_id
         )

@@ -26,6 +26,7 @@ from llama_index.core.schema import (
     RelatedNodeInfo,
     TextNode,
 )
+from llama_index.core.schema import Document as LlamaDocument
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from core.adapter_lifecycle import StrategyAdapter
@@ -94,16 +95,23 @@ def to_node_with_score(
     return NodeWithScore(node=node, score=float(r.score))
 
 
+#: Keys LlamaIndex's vector stores write beside a node's own metadata (``node_to_metadata_dict``).
+LLAMA_INDEX_STORAGE_KEYS = frozenset({"document_id", "doc_id", "ref_doc_id"})
+
+
 def default_hidden_keys(metadata: Mapping[str, Any], provenance_keys: Collection[str]) -> list[str]:
     """The metadata keys kept out of a node's LLM and embedding views by default.
 
-    They are the provenance keys, private keys starting with ``_`` (LlamaIndex's own
-    ``_node_content``) and every structured (dict or list) value: noise in a prompt.
+    They are the provenance keys, LlamaIndex's storage keys (document ids), private keys
+    starting with ``_`` and every structured (dict or list) value: noise in a prompt.
     """
     return [
         key
         for key, value in metadata.items()
-        if isinstance(value, dict | list) or key.startswith("_") or key in provenance_keys
+        if isinstance(value, dict | list)
+        or key.startswith("_")
+        or key in provenance_keys
+        or key in LLAMA_INDEX_STORAGE_KEYS
     ]
 
 
@@ -115,16 +123,19 @@ def from_llama_document(doc: BaseNode) -> CoreDocument:
 
     Returns:
         A core document with the node's text (without metadata), a copy of its metadata, and
-        its id (``doc.doc_id`` / ``doc.id_``).
+        its id (``doc.doc_id`` / ``doc.id_``). A node parsed from a document (not itself a
+        ``Document``) also carries its ``ref_doc_id`` in the metadata, which
+        ``delete_ref_doc`` matches.
 
     Raises:
         TypeError: ``doc`` is not a LlamaIndex document or node.
     """
     if not isinstance(doc, BaseNode):
         raise TypeError(f"expected a LlamaIndex Document or node, got {type(doc).__name__}")
-    return CoreDocument(
-        text=doc.get_content(metadata_mode=MetadataMode.NONE), id=doc.id_, metadata=dict(doc.metadata)
-    )
+    metadata = dict(doc.metadata)
+    if not isinstance(doc, LlamaDocument) and doc.ref_doc_id and "ref_doc_id" not in metadata:
+        metadata["ref_doc_id"] = doc.ref_doc_id  # so delete_ref_doc finds a parsed node's document
+    return CoreDocument(text=doc.get_content(metadata_mode=MetadataMode.NONE), id=doc.id_, metadata=metadata)
 
 
 def _check_query_type(query: object) -> QueryType:
@@ -187,6 +198,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
     option_fields: ClassVar[Mapping[str, type]] = {}
     #: LlamaIndex metadata filters are the retriever's, never the strategy's.
     own_keywords: ClassVar[tuple[str, ...]] = ("filters",)
+    top_k_keyword: ClassVar[str] = "similarity_top_k"
 
     def __init__(
         self,
@@ -248,6 +260,15 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         self._provenance_keys = frozenset(getattr(strategy, "provenance_keys", COMMON_PROVENANCE_KEYS))
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
+    @property
+    def similarity_top_k(self) -> int:
+        """The number of nodes returned (:attr:`k`), as ``VectorIndexRetriever`` names it; settable."""
+        return int(self.k)
+
+    @similarity_top_k.setter
+    def similarity_top_k(self, value: int) -> None:
+        self.k = check_k(value, default=4)
+
     def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
         """Retrieves nodes for a query string or ``QueryBundle``.
 
@@ -303,7 +324,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         embed_model: Any = None,
         persist_dir: str | os.PathLike[str] | None = None,
         collection_name: str | None = None,
-        similarity_top_k: int = 4,
+        similarity_top_k: int | None = None,
         search_kwargs: Mapping[str, Any] | None = None,
         llm: Any = None,
         show_progress: bool = True,
@@ -318,7 +339,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
             embed_model: A LlamaIndex ``BaseEmbedding``; default all-MiniLM-L6-v2 (offline).
             persist_dir: Keep Chroma's data and the index here.
             collection_name: Chroma collection name (default: the strategy's).
-            similarity_top_k: Number of results.
+            similarity_top_k: Number of results (default 4).
             search_kwargs: Default query options.
             llm: Optional LlamaIndex LLM, for the strategies that use one.
             show_progress: Show progress bars while building.
@@ -344,7 +365,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         return cls._built(
             cls._strategy_type().from_documents,
             _core_documents(documents),
-            k=similarity_top_k,
+            top_k=similarity_top_k,
             search_kwargs=search_kwargs,
             collection_name=collection_name,
             embedder=_embedder(embed_model),
@@ -360,7 +381,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         vector_store: Any,
         *,
         embed_model: Any = None,
-        similarity_top_k: int = 4,
+        similarity_top_k: int | None = None,
         search_kwargs: Mapping[str, Any] | None = None,
         llm: Any = None,
         show_progress: bool = True,
@@ -375,7 +396,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         Args:
             vector_store: A ``llama_index.vector_stores.chroma.ChromaVectorStore``.
             embed_model: The LlamaIndex embedding model used for the stored vectors.
-            similarity_top_k: Number of results.
+            similarity_top_k: Number of results (default 4).
             search_kwargs: Default query options.
             llm: Optional LLM, for the strategies that use one.
             show_progress: Show progress bars.
@@ -391,7 +412,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         return cls._built(
             cls._strategy_type().from_store,
             ChunkStore(collection),
-            k=similarity_top_k,
+            top_k=similarity_top_k,
             search_kwargs=search_kwargs,
             embedder=_embedder(embed_model),
             llm=llm,
@@ -405,7 +426,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         persist_dir: str | os.PathLike[str],
         *,
         embed_model: Any = None,
-        similarity_top_k: int = 4,
+        similarity_top_k: int | None = None,
         search_kwargs: Mapping[str, Any] | None = None,
         store: ChunkStore | None = None,
         **options: Any,
@@ -415,7 +436,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         Args:
             persist_dir: The index directory.
             embed_model: The embedding model the index was built with (default all-MiniLM-L6-v2).
-            similarity_top_k: Number of results.
+            similarity_top_k: Number of results (default 4).
             search_kwargs: Default query options.
             store: The Chroma collection, when it is not the embedded one under ``persist_dir``.
             **options: The retriever's own fields (None: the index's saved default), and the
@@ -427,7 +448,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         return cls._built(
             cls._strategy_type().load,
             persist_dir,
-            k=similarity_top_k,
+            top_k=similarity_top_k,
             search_kwargs=search_kwargs,
             build=False,
             embedder=_embedder(embed_model),
@@ -491,7 +512,7 @@ class BridgeRetriever(StrategyRetriever):
 
     Key init args:
         depth: int | None
-            Expansion depth d (None: the index's, 2 by default).
+            Expansion depth d (None: the index's; 0 unless built with another).
         include_abstracts: bool | None
             Also return abstract summaries as extra context nodes, after the chunks.
 
@@ -598,7 +619,7 @@ class BubbleRetriever(StrategyRetriever):
         *,
         embed_model: Any = None,
         documents: Sequence[BaseNode] | None = None,
-        similarity_top_k: int = 4,
+        similarity_top_k: int | None = None,
         search_kwargs: Mapping[str, Any] | None = None,
         llm: Any = None,
         show_progress: bool = True,
@@ -610,7 +631,7 @@ class BubbleRetriever(StrategyRetriever):
             graph: A networkx graph whose nodes and edges carry text.
             embed_model: A LlamaIndex ``BaseEmbedding``; default all-MiniLM-L6-v2.
             documents: Optional source documents that a ``chunk`` node/edge attribute points to.
-            similarity_top_k: Number of results.
+            similarity_top_k: Number of results (default 4).
             search_kwargs: Default query options.
             llm: Optional LLM for concepts and expansion.
             show_progress: Show progress bars.
@@ -623,7 +644,7 @@ class BubbleRetriever(StrategyRetriever):
         return cls._built(
             BubbleRAG.from_networkx,
             graph,
-            k=similarity_top_k,
+            top_k=similarity_top_k,
             search_kwargs=search_kwargs,
             embedder=_embedder(embed_model),
             documents=None if documents is None else [from_llama_document(d) for d in documents],

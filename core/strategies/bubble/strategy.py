@@ -476,7 +476,7 @@ class BubbleRAG(ChunkedIndex):
         if flt is not None and not self._table.ids:
             raise FilterError(
                 "this BubbleRAG index was built from a graph alone: it has no chunks, so no chunk "
-                "metadata to filter on; build it from documents (or pass docs= to from_networkx)"
+                "metadata to filter on; build it from documents (or pass documents= to from_networkx)"
             )
         return flt
 

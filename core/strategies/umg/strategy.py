@@ -275,7 +275,10 @@ class UMGRAG(IndexLifecycle):
         emb = as_embedder(embedder)
         stored = store.get(include_embeddings=False)
         if not stored.ids:
-            raise ValueError("the Chroma collection is empty; add documents first or use from_documents")
+            raise ValueError(
+                "the Chroma collection is empty; add documents first, or build from documents "
+                "(from_documents; LlamaIndex: from_defaults)"
+            )
         dim = store.dimension()
         if dim is not None and dim != emb.dimension:
             raise ValueError(

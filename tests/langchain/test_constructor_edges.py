@@ -1,0 +1,70 @@
+"""LangChain spellings at the edges: search_kwargs' k and build fields, custom promotion keys."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+from langchain_core.documents import Document
+
+from langchain_bridge import BridgeRetriever, ParentPromotionCompressor, UMGRetriever
+
+DOCS = [
+    Document("The Eiffel Tower is in Paris. It was built by Gustave Eiffel.", id="paris"),
+    Document("The Colosseum is in Rome. It was built under Vespasian.", id="rome"),
+    Document("Osaka Castle is in Osaka. It was built by Toyotomi Hideyoshi.", id="osaka"),
+]
+
+
+def test_search_kwargs_k_is_the_number_of_results_in_every_constructor(
+    lc_embeddings: Any, tmp_path: Path
+) -> None:
+    built = BridgeRetriever.from_documents(
+        DOCS,
+        embedding=lc_embeddings,
+        persist_directory=tmp_path / "index",
+        search_kwargs={"k": 2},
+        show_progress=False,
+    )
+    assert built.k == 2
+    assert "k" not in built.search_kwargs
+    assert len(built.invoke("Who built the Eiffel Tower?")) == 2
+    reopened = BridgeRetriever.load(tmp_path / "index", embedding=lc_embeddings, search_kwargs={"k": 1})
+    assert reopened.k == 1
+    assert BridgeRetriever.load(tmp_path / "index", embedding=lc_embeddings).k == 4
+
+
+def test_a_build_field_in_search_kwargs_is_saved_as_the_default(lc_embeddings: Any, tmp_path: Path) -> None:
+    built = UMGRetriever.from_documents(
+        DOCS,
+        embedding=lc_embeddings,
+        persist_directory=tmp_path / "umg",
+        collection_name=f"edges-{uuid.uuid4().hex[:8]}",
+        search_kwargs={"parent_promotion": True},
+        show_progress=False,
+    )
+    assert built.parent_promotion is True
+    assert built.strategy.default_options["parent_promotion"] is True
+    assert UMGRetriever.load(tmp_path / "umg", embedding=lc_embeddings).parent_promotion is True
+
+
+def test_custom_offset_keys_leave_a_field_named_like_the_defaults_alone() -> None:
+    text = " ".join(f"Sentence number {i} talks about topic {i}." for i in range(12))
+    hit = "Sentence number 5 talks about topic 5."
+    compressor = ParentPromotionCompressor(
+        texts={"d": text},
+        parent_size=4,
+        stride=2,
+        fine_max_sentences=1,
+        start_key="char_start",
+        end_key="char_end",
+    )
+    doc = Document(
+        hit, metadata={"doc_id": "d", "char_start": text.index(hit), "start_index": 3, "score": 1.0}
+    )
+    (out,) = compressor.compress_documents([doc], "q")
+    assert out.metadata["promoted"] is True
+    assert out.metadata["char_end"] > out.metadata["char_start"]
+    assert out.metadata["start_index"] == 3  # the caller's own field, as it was
+    assert "end_index" not in out.metadata

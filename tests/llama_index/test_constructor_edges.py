@@ -1,0 +1,103 @@
+"""LlamaIndex spellings at the edges: top-k, build fields in search_kwargs, parsed nodes, storage keys."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import chromadb
+import pytest
+from llama_index.core import Document, StorageContext, VectorStoreIndex
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
+from llama_index.vector_stores.chroma import ChromaVectorStore
+
+from llama_index_bridge import BridgeRetriever, ParentPromotionPostprocessor
+
+DOCS = [
+    Document(
+        text="The Eiffel Tower is in Paris. It was built by Gustave Eiffel.",
+        id_="paris",
+        metadata={"title": "Paris"},
+    ),
+    Document(
+        text="The Colosseum is in Rome. It was built under Vespasian.", id_="rome", metadata={"title": "Rome"}
+    ),
+    Document(
+        text="Osaka Castle is in Osaka. It was built by Toyotomi Hideyoshi.",
+        id_="osaka",
+        metadata={"title": "Osaka"},
+    ),
+]
+
+
+def _name() -> str:
+    return f"edges-{uuid.uuid4().hex[:8]}"
+
+
+def test_top_k_is_spelt_similarity_top_k_and_can_be_set_later(li_embed_model: Any) -> None:
+    with pytest.raises(TypeError, match=r"similarity_top_k=\.\.\., not k="):
+        BridgeRetriever.from_defaults(DOCS, embed_model=li_embed_model, collection_name=_name(), k=2)
+    retriever = BridgeRetriever.from_defaults(
+        DOCS, embed_model=li_embed_model, collection_name=_name(), show_progress=False
+    )
+    assert retriever.similarity_top_k == 4
+    retriever.similarity_top_k = 1  # as VectorIndexRetriever users set it
+    assert len(retriever.retrieve("Who built the Eiffel Tower?")) == 1
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        retriever.similarity_top_k = 0
+
+
+def test_a_build_field_in_search_kwargs_is_saved_as_the_default(li_embed_model: Any, tmp_path: Path) -> None:
+    built = BridgeRetriever.from_defaults(
+        DOCS,
+        embed_model=li_embed_model,
+        persist_dir=tmp_path / "index",
+        search_kwargs={"depth": 1},
+        show_progress=False,
+    )
+    assert built.depth == 1
+    assert built.strategy.default_options["depth"] == 1
+    reopened = BridgeRetriever.from_persist_dir(tmp_path / "index", embed_model=li_embed_model)
+    assert reopened.depth == 1
+
+
+def test_inserted_nodes_are_deleted_by_their_documents_id(li_embed_model: Any) -> None:
+    retriever = BridgeRetriever.from_defaults(
+        DOCS[:2], embed_model=li_embed_model, collection_name=_name(), show_progress=False
+    )
+    long_osaka = Document(text=" ".join([DOCS[2].text] * 12), id_="osaka", metadata={"title": "Osaka"})
+    nodes = SentenceSplitter(chunk_size=64, chunk_overlap=0).get_nodes_from_documents([long_osaka])
+    assert len(nodes) >= 2
+    assert {n.ref_doc_id for n in nodes} == {"osaka"}
+    retriever.insert(nodes)
+    assert any("Osaka" in n.node.get_content() for n in retriever.retrieve("Who built Osaka Castle?"))
+    assert retriever.delete_ref_doc("osaka") == len(nodes)
+    assert not any("Osaka" in n.node.get_content() for n in retriever.retrieve("Who built Osaka Castle?"))
+
+
+def test_llama_index_storage_keys_stay_out_of_the_llms_view(li_embed_model: Any, tmp_path: Path) -> None:
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
+    store = ChromaVectorStore(chroma_collection=client.create_collection(_name()))
+    VectorStoreIndex.from_documents(
+        DOCS, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=li_embed_model
+    )
+    retriever = BridgeRetriever.from_vector_store(store, embed_model=li_embed_model, show_progress=False)
+    node = retriever.retrieve("Who built the Eiffel Tower?")[0].node
+    assert {"document_id", "ref_doc_id"} <= set(node.metadata)  # kept for the app
+    view = node.get_content(metadata_mode=MetadataMode.LLM)
+    assert "title: Paris" in view
+    for key in ("document_id", "ref_doc_id", "doc_id"):
+        assert f"{key}:" not in view
+
+
+def test_promotion_reads_a_start_without_an_end_as_langchains_compressor_does() -> None:
+    text = " ".join(f"Sentence number {i} talks about topic {i}." for i in range(12))
+    hit = "Sentence number 5 talks about topic 5."
+    node = TextNode(text=hit, metadata={"doc_id": "d", "start_index": text.index(hit)})
+    post = ParentPromotionPostprocessor(texts={"d": text}, parent_size=4, stride=2, fine_max_sentences=1)
+    (out,) = post.postprocess_nodes([NodeWithScore(node=node, score=1.0)])
+    assert out.node.metadata["promoted"] is True
+    assert hit in out.node.get_content(metadata_mode=MetadataMode.NONE)
+    assert out.node.metadata["end_index"] > out.node.metadata["start_index"]
