@@ -23,6 +23,7 @@ reload passes on).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import threading
@@ -513,7 +514,16 @@ class IndexLifecycle(Follows):
             core.filters.FilterError: A malformed filter, or one the index cannot honour.
         """
         if options:
-            raise TypeError(f"unknown retrieve option(s): {', '.join(sorted(options))}")
+            retrieve = getattr(self, "retrieve")  # noqa: B009  # each strategy declares its own
+            accepted = [
+                name
+                for name, param in inspect.signature(retrieve).parameters.items()
+                if param.kind is inspect.Parameter.KEYWORD_ONLY
+            ]
+            raise TypeError(
+                f"unknown retrieve option(s): {', '.join(sorted(options))}; "
+                f"{type(self).__name__}.retrieve takes k and {', '.join(accepted)}"
+            )
         text = check_query(query, self.config.max_query_chars)
         return text, check_k(k, self.config.k), self._check_filter(filter)
 

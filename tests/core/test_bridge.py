@@ -760,7 +760,13 @@ BAD_INPUTS: list[tuple[str, tuple[Any, ...], dict[str, Any], type[Exception], st
     ("depth=1.5", (BASE_QUERY,), {"depth": 1.5}, TypeError, "depth must be an int, got float"),
     ("depth=True", (BASE_QUERY,), {"depth": True}, TypeError, "depth must be an int, got bool"),
     ("depth='2'", (BASE_QUERY,), {"depth": "2"}, TypeError, "depth must be an int, got str"),
-    ("unknown option", (BASE_QUERY,), {"where": {"a": 1}}, TypeError, "unknown retrieve option(s): where"),
+    (
+        "unknown option",
+        (BASE_QUERY,),
+        {"where": {"a": 1}},
+        TypeError,
+        "unknown retrieve option(s): where; BridgeRAG.retrieve takes k and depth, include_abstracts, filter",
+    ),
     ("two unknown", (BASE_QUERY,), {"top_k": 3, "alpha": 1}, TypeError, "option(s): alpha, top_k"),
 ]
 
