@@ -247,12 +247,17 @@ def test_underscore_keys_filter_as_in_chroma(tenant_store: ChunkStore, name: str
         assert where != {"_tenant": "acme"} or tenants == {"acme"}
 
 
-@pytest.mark.parametrize("name", sorted(BUILDERS))
-def test_a_shared_file_name_is_two_documents_and_a_delete_names_one(name: str) -> None:
-    ids, texts, metas = _corpus(random.Random(5))
+def _built_over_a_tenant_corpus(name: str, seed: int) -> tuple[Any, ChunkStore]:
+    """Strategy ``name`` over a new store holding a random tenant corpus."""
+    ids, texts, metas = _corpus(random.Random(seed))
     store = ChunkStore.ephemeral(unique_name("tenant-del"))
     store.add(ids, texts, wiring_embedder().embed_documents(texts), metas)
-    rag = BUILDERS[name][0](store)
+    return BUILDERS[name][0](store), store
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_a_shared_file_name_is_two_documents_and_a_delete_names_one(name: str) -> None:
+    rag, store = _built_over_a_tenant_corpus(name, 5)
     with pytest.raises(ValueError, match=r"3 documents carry the name 'report\.pdf'"):
         rag.delete_documents(["report.pdf"])
     removed = rag.delete_documents(["report.pdf"], filter={"tenant": "acme"})
@@ -268,10 +273,7 @@ def test_a_shared_file_name_is_two_documents_and_a_delete_names_one(name: str) -
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_parts_of_one_document_that_agree_on_metadata_are_deleted_together(name: str) -> None:
-    ids, texts, metas = _corpus(random.Random(6))
-    store = ChunkStore.ephemeral(unique_name("tenant-parts"))
-    store.add(ids, texts, wiring_embedder().embed_documents(texts), metas)
-    rag = BUILDERS[name][0](store)
+    rag, _ = _built_over_a_tenant_corpus(name, 6)
     parts = [  # the nodes a parser cut from one file, added one by one
         Document(
             text=f"Part {i} of the Tessel notes says the Works opened in 19{10 + i}.",
