@@ -102,29 +102,16 @@ class ParentPromotionSettings(BaseModel):
             ``index`` is the position of a passage's best member in ``results``.
         """
         ranked = scores_or_ranks(scores)
-        items = [item(r, s) for r, s in zip(results, ranked, strict=True)]
-        promoted = promote_to_parents(
-            items,
+        return promote_to_parents(
+            [item(r, s) for r, s in zip(results, ranked, strict=True)],
             self.texts,
             parent_size=self.parent_size,
             stride=self.stride,
             fine_max_sentences=self.fine_max_sentences,
             mode=self.mode,
+            start_key=self.start_key,
+            end_key=self.end_key,
         )
-        # The offsets go under the configured keys only: a field of the caller's that happens
-        # to be named like the defaults keeps its value.
-        defaults = [key for key in ("start_index", "end_index") if key not in (self.start_key, self.end_key)]
-        for p in promoted:
-            own = items[p.index].metadata
-            for key in defaults:
-                if key in own:
-                    p.metadata[key] = own[key]
-                else:
-                    p.metadata.pop(key, None)
-            if p.start is not None and p.end is not None and p.sent_start is not None:
-                p.metadata[self.start_key] = p.start
-                p.metadata[self.end_key] = p.end
-        return promoted
 
 
 def promotion_item(

@@ -94,7 +94,8 @@ class Promoted:
         score: The best member's score.
         text: The passage: the parent window's (or merged span's) text, else the hit's text.
         metadata: The best member's metadata plus ``promoted``, ``merged_ids`` and, when the
-            document is known, ``start_index``, ``end_index``, ``sent_start``, ``sent_end``.
+            document is known, the offsets (``start_index`` and ``end_index`` unless other
+            keys are given), ``sent_start`` and ``sent_end``.
         promoted: Whether the passage differs from the best member's own span.
         member_ids: Ids of every input item the passage stands for, best first.
         index: Input index of the best member.
@@ -173,6 +174,8 @@ def promote_to_parents(
     stride: int | None = None,
     fine_max_sentences: int = 4,
     mode: Literal["keep_best", "union"] | str = "keep_best",
+    start_key: str = "start_index",
+    end_key: str = "end_index",
 ) -> list[Promoted]:
     """Promotes fine hits to their parent sentence windows and removes overlaps per document.
 
@@ -204,6 +207,8 @@ def promote_to_parents(
         fine_max_sentences: Items covering at most this many sentences are promoted (>= 0;
             0 promotes nothing and only de-duplicates).
         mode: ``"keep_best"`` or ``"union"``.
+        start_key: Metadata key the passage's start offset is written under.
+        end_key: Metadata key the passage's end offset is written under.
 
     Returns:
         The passages, best score first (NaN scores last; ties by the best member's input
@@ -254,7 +259,8 @@ def promote_to_parents(
         mode="union" if mode == "union" else "keep_best",
     )
     members = _members(spans, scores, merged, mode)
-    out = [_output(row, items, spans, texts, merged, members[row], mode) for row in range(len(members))]
+    keys = (start_key, end_key)
+    out = [_output(row, items, spans, texts, merged, members[row], mode, keys) for row in range(len(members))]
     out.sort(key=_rank)
     return out
 
@@ -331,8 +337,9 @@ def _output(
     merged: MergedIntervals,
     members: Sequence[int],
     mode: str,
+    offset_keys: tuple[str, str],
 ) -> Promoted:
-    """The passage of one output row."""
+    """The passage of one output row (its offsets written under ``offset_keys``)."""
     b = members[0]
     item, span = items[b], spans[b]
     metadata = dict(item.metadata)
@@ -364,8 +371,8 @@ def _output(
     metadata.update(
         {
             "promoted": promoted,
-            "start_index": start,
-            "end_index": end,
+            offset_keys[0]: start,
+            offset_keys[1]: end,
             "sent_start": sent_start,
             "sent_end": sent_end,
         }
