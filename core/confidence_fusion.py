@@ -40,7 +40,12 @@ import numpy as np
 import numpy.typing as npt
 
 from core.native.fusion import fuse_weighted
-from core.strategies.umg.uncertainty import entropy_confidence, minmax_normalize, standardize
+from core.strategies.umg.uncertainty import (
+    check_temperature,
+    entropy_confidence,
+    minmax_normalize,
+    standardize,
+)
 
 __all__ = [
     "DEFAULT_SCALING",
@@ -114,19 +119,6 @@ def check_scaling(scaling: object) -> Scaling:
     raise ValueError(f"scaling must be 'rank' or 'minmax', got {scaling!r}")
 
 
-def check_temperature(temperature: object) -> float:
-    """``temperature`` if it is a positive finite number.
-
-    Raises:
-        ValueError: Any other value.
-    """
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float):
-        raise ValueError(f"temperature must be a positive number, got {temperature!r}")
-    if not (math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature must be a positive finite number, got {temperature}")
-    return float(temperature)
-
-
 def check_rank_constant(c: object) -> float:
     """``c`` if it is a finite number >= 0 (the ``c`` of ``1 / (rank + c)``).
 
@@ -184,10 +176,12 @@ def list_confidences(lists: Sequence[RankedList], temperature: float = DEFAULT_T
         ValueError: ``temperature`` is not a positive finite number.
     """
     scored = [
-        entropy_confidence(standardize(_finite(li.scores)), temperature) if li.scores is not None else None
+        entropy_confidence(standardize(_finite(li.scores)), temperature)
+        if li.scores is not None and li.keys
+        else None
         for li in lists
     ]
-    known = [c for c, li in zip(scored, lists, strict=True) if c is not None and len(li.keys)]
+    known = [c for c in scored if c is not None]
     fallback = float(np.mean(known)) if known else _NEUTRAL_CONFIDENCE
     return [0.0 if not li.keys else fallback if c is None else c for c, li in zip(scored, lists, strict=True)]
 

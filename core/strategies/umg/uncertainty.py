@@ -7,7 +7,20 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["entropy_confidence", "minmax_normalize", "standardize"]
+__all__ = ["check_temperature", "entropy_confidence", "minmax_normalize", "standardize"]
+
+
+def check_temperature(temperature: object) -> float:
+    """``temperature`` if it is a positive finite number.
+
+    Raises:
+        ValueError: Any other value.
+    """
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float):
+        raise ValueError(f"temperature must be a positive number, got {temperature!r}")
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a positive finite number, got {temperature}")
+    return float(temperature)
 
 
 def entropy_confidence(scores: npt.ArrayLike, temperature: float = 0.1) -> float:
@@ -35,8 +48,7 @@ def entropy_confidence(scores: npt.ArrayLike, temperature: float = 0.1) -> float
     Raises:
         ValueError: ``temperature`` is not a positive finite number.
     """
-    if not (math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature must be a positive finite number, got {temperature}")
+    check_temperature(temperature)
     s = np.asarray(scores, dtype=np.float64).ravel()
     s = s[np.isfinite(s)]
     n = s.size
