@@ -207,9 +207,7 @@ def _walk(
     several = sorted({r for rows in options if len(rows) > 1 for r in rows})
     cosines = row_cosines(qv, matrix, np.asarray(several, dtype=np.int64)).tolist() if several else []
     cos_of = dict(zip(several, cosines, strict=True))
-    rows = [
-        (rs[0] if len(rs) == 1 else max(rs, key=lambda r: (cos_of[r], -r))) if rs else None for rs in options
-    ]
+    rows = [max(rs, key=lambda r: (cos_of.get(r, 0.0), -r)) if rs else None for rs in options]
     seed_of = {r: i for i, r in reversed(list(enumerate(rows))) if r is not None}
     results = idx.retrieve_by_vector(text, qv, k, pool_rows=list(seed_of))
     id_to_row = idx._table.id_to_row
