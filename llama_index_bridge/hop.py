@@ -17,7 +17,7 @@ from pydantic import Field, PrivateAttr
 
 from core.entity_hop import EntityHopWalk, Seed
 from core.strategies.common import jsonable
-from llama_index_bridge.retrievers import default_hidden_keys, from_llama_document, to_node_with_score
+from llama_index_bridge.retrievers import default_hidden_keys, from_llama_document, hiding, to_node_with_score
 
 __all__ = ["EntityHopPostprocessor"]
 
@@ -149,12 +149,4 @@ def _with_walk_metadata(
     hidden = [
         key for key in default_hidden_keys(added, provenance) if key in provenance or key not in node.metadata
     ]
-    return node.model_copy(
-        update={
-            "metadata": {**node.metadata, **added},
-            "excluded_llm_metadata_keys": list(dict.fromkeys([*node.excluded_llm_metadata_keys, *hidden])),
-            "excluded_embed_metadata_keys": list(
-                dict.fromkeys([*node.excluded_embed_metadata_keys, *hidden])
-            ),
-        }
-    )
+    return node.model_copy(update={"metadata": {**node.metadata, **added}, **hiding(node, hidden)})

@@ -18,6 +18,7 @@ from llama_index.core.schema import (
 
 from core.adapter_promotion import ParentPromotionSettings, offset_or_none, promotion_item, texts_by_id
 from core.strategies.umg.promotion import Promoted, PromotionItem
+from llama_index_bridge.retrievers import hiding
 
 __all__ = ["ParentPromotionPostprocessor"]
 
@@ -122,13 +123,7 @@ class ParentPromotionPostprocessor(ParentPromotionSettings, BaseNodePostprocesso
         """The output node of one passage (a modified copy of its best member)."""
         metadata = dict(p.metadata)
         added = [key for key in metadata if key not in source.metadata or key in ("promoted", "merged_ids")]
-        update: dict[str, Any] = {
-            "metadata": metadata,
-            "excluded_llm_metadata_keys": list(dict.fromkeys([*source.excluded_llm_metadata_keys, *added])),
-            "excluded_embed_metadata_keys": list(
-                dict.fromkeys([*source.excluded_embed_metadata_keys, *added])
-            ),
-        }
+        update: dict[str, Any] = {"metadata": metadata, **hiding(source, added)}
         if p.promoted and isinstance(source, TextNode):
             relationships: dict[NodeRelationship, Any] = {}
             if source.source_node is not None:

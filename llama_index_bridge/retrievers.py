@@ -49,6 +49,7 @@ __all__ = [
     "UMGRetriever",
     "default_hidden_keys",
     "from_llama_document",
+    "hiding",
     "to_node_with_score",
 ]
 
@@ -113,6 +114,14 @@ def default_hidden_keys(metadata: Mapping[str, Any], provenance_keys: Collection
         or key in provenance_keys
         or key in LLAMA_INDEX_STORAGE_KEYS
     ]
+
+
+def hiding(node: BaseNode, keys: Sequence[str]) -> dict[str, list[str]]:
+    """A ``model_copy`` update that adds ``keys`` to the node's LLM and embedding exclusions."""
+    return {
+        "excluded_llm_metadata_keys": list(dict.fromkeys([*node.excluded_llm_metadata_keys, *keys])),
+        "excluded_embed_metadata_keys": list(dict.fromkeys([*node.excluded_embed_metadata_keys, *keys])),
+    }
 
 
 def from_llama_document(doc: BaseNode) -> CoreDocument:
