@@ -20,8 +20,8 @@ Where the scores come from, per retriever:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 from langchain_core.callbacks import (
@@ -140,6 +140,65 @@ def _run_options(config: RunnableConfig, runnable: Any) -> dict[str, Any]:
     }
 
 
+T = TypeVar("T")
+
+
+def _in_run(
+    config: RunnableConfig,
+    runnable: Any,
+    query: str,
+    call: Callable[[CallbackManagerForRetrieverRun], T],
+    documents: Callable[[T], list[Document]],
+    **kwargs: Any,
+) -> T:
+    """``call(run)`` inside a retriever run of ``runnable`` that ends with ``documents(result)``."""
+    manager = CallbackManager.configure(
+        verbose=kwargs.get("verbose", False), **_run_options(config, runnable)
+    )
+    run = manager.on_retriever_start(
+        None, query, name=config.get("run_name") or runnable.get_name(), **kwargs
+    )
+    try:
+        result = call(run)
+    except Exception as e:
+        run.on_retriever_error(e)
+        raise
+    run.on_retriever_end(documents(result), **kwargs)
+    return result
+
+
+async def _ain_run(
+    config: RunnableConfig,
+    runnable: Any,
+    query: str,
+    call: Callable[[AsyncCallbackManagerForRetrieverRun], Awaitable[T]],
+    documents: Callable[[T], list[Document]],
+    **kwargs: Any,
+) -> T:
+    """Async :func:`_in_run`."""
+    manager = AsyncCallbackManager.configure(
+        verbose=kwargs.get("verbose", False), **_run_options(config, runnable)
+    )
+    run = await manager.on_retriever_start(
+        None, query, name=config.get("run_name") or runnable.get_name(), **kwargs
+    )
+    try:
+        result = await call(run)
+    except Exception as e:
+        await run.on_retriever_error(e)
+        raise
+    await run.on_retriever_end(documents(result), **kwargs)
+    return result
+
+
+def _documents(docs: list[Document]) -> list[Document]:
+    return docs
+
+
+def _scored_documents(scored: Scored) -> list[Document]:
+    return scored[0]
+
+
 class UncertaintyFusionRetriever(BaseRetriever):
     """Fuses several retrievers' results, each list weighted by its per-query confidence.
 
@@ -206,38 +265,16 @@ class UncertaintyFusionRetriever(BaseRetriever):
     def invoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:
         """Fuses the retrievers' results for ``input``, each run with ``config`` (as a child run)."""
         config = ensure_config(config)
-        manager = CallbackManager.configure(
-            verbose=kwargs.get("verbose", False), **_run_options(config, self)
-        )
-        run = manager.on_retriever_start(
-            None, input, name=config.get("run_name") or self.get_name(), **kwargs
-        )
-        try:
-            result = self._fused(input, run, config)
-        except Exception as e:
-            run.on_retriever_error(e)
-            raise
-        run.on_retriever_end(result, **kwargs)
-        return result
+        return _in_run(config, self, input, lambda run: self._fused(input, run, config), _documents, **kwargs)
 
     async def ainvoke(
         self, input: str, config: RunnableConfig | None = None, **kwargs: Any
     ) -> list[Document]:
         """Async :meth:`invoke`: the retrievers run concurrently."""
         config = ensure_config(config)
-        manager = AsyncCallbackManager.configure(
-            verbose=kwargs.get("verbose", False), **_run_options(config, self)
+        return await _ain_run(
+            config, self, input, lambda run: self._afused(input, run, config), _documents, **kwargs
         )
-        run = await manager.on_retriever_start(
-            None, input, name=config.get("run_name") or self.get_name(), **kwargs
-        )
-        try:
-            result = await self._afused(input, run, config)
-        except Exception as e:
-            await run.on_retriever_error(e)
-            raise
-        await run.on_retriever_end(result, **kwargs)
-        return result
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
@@ -279,30 +316,18 @@ class UncertaintyFusionRetriever(BaseRetriever):
         if not (_is_similarity_search(retriever) or _is_bm25(retriever)):
             return _with_scores(retriever.invoke(query, config))
         # Read the scores directly, inside a child run of the retriever's own.
-        manager = CallbackManager.configure(**_run_options(config, retriever))
-        run = manager.on_retriever_start(None, query, name=retriever.get_name())
-        try:
-            scored = _scored_directly(retriever, query)
-        except Exception as e:
-            run.on_retriever_error(e)
-            raise
-        run.on_retriever_end(scored[0])
-        return scored
+        return _in_run(
+            config, retriever, query, lambda _: _scored_directly(retriever, query), _scored_documents
+        )
 
     async def _ascored(self, retriever: Any, query: str, config: RunnableConfig) -> Scored:
         if isinstance(retriever, DynamicRunnable):
             retriever, config = retriever.prepare(config)
         if not (_is_similarity_search(retriever) or _is_bm25(retriever)):
             return _with_scores(await retriever.ainvoke(query, config))
-        manager = AsyncCallbackManager.configure(**_run_options(config, retriever))
-        run = await manager.on_retriever_start(None, query, name=retriever.get_name())
-        try:
-            scored = await _ascored_directly(retriever, query)
-        except Exception as e:
-            await run.on_retriever_error(e)
-            raise
-        await run.on_retriever_end(scored[0])
-        return scored
+        return await _ain_run(
+            config, retriever, query, lambda _: _ascored_directly(retriever, query), _scored_documents
+        )
 
     def _fuse(self, results: Sequence[Scored]) -> list[Document]:
         by_key: dict[Hashable, Document] = {}
