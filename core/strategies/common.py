@@ -29,6 +29,7 @@ from core.types import BuildReport, Document
 __all__ = [
     "DOCUMENT_NAME_KEYS",
     "DOC_ID_KEY",
+    "EMPTY_COLLECTION",
     "FRAMEWORK_KEYS",
     "ORDER_KEY",
     "POSITION_KEYS",
@@ -307,6 +308,12 @@ def jsonable(value: Any) -> Any:
 #: Keys LlamaIndex's vector stores add to every node: ``_node_content`` repeats the whole node
 #: as JSON (it must not reach prompts, and differs in every chunk), ``_node_type`` names its class.
 FRAMEWORK_KEYS = frozenset({"_node_content", "_node_type"})
+
+#: The error of a ``from_store`` over a collection with nothing in it.
+EMPTY_COLLECTION = (
+    "the Chroma collection is empty; add documents first, or build from documents "
+    "(from_documents; LlamaIndex: from_defaults)"
+)
 
 #: Metadata keys that say where a chunk lies in its document, not what the document is: they
 #: may differ between the chunks of one document (a PDF loader's page, a splitter's offsets).

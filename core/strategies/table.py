@@ -29,6 +29,7 @@ from core.strategies.base import check_text
 from core.strategies.common import (
     DOC_ID_KEY,
     DOCUMENT_NAME_KEYS,
+    EMPTY_COLLECTION,
     ORDER_KEY,
     document_groups,
     document_key,
@@ -477,10 +478,7 @@ def stored_rows(store: ChunkStore, dimension: int, *, ordered: bool) -> tuple[Ch
     """
     stored = store.get(include_embeddings=True)
     if not stored.ids:
-        raise ValueError(
-            "the Chroma collection is empty; add documents first, or build from documents "
-            "(from_documents; LlamaIndex: from_defaults)"
-        )
+        raise ValueError(EMPTY_COLLECTION)
     assert stored.embeddings is not None
     if stored.embeddings.shape[1] != dimension:
         raise ValueError(

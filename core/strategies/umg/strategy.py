@@ -50,6 +50,7 @@ from core.strategies.base import (
 )
 from core.strategies.common import (
     DOC_ID_KEY,
+    EMPTY_COLLECTION,
     POSITION_KEYS,
     check_query_vector,
     documents_from_chunks,
@@ -275,10 +276,7 @@ class UMGRAG(IndexLifecycle):
         emb = as_embedder(embedder)
         stored = store.get(include_embeddings=False)
         if not stored.ids:
-            raise ValueError(
-                "the Chroma collection is empty; add documents first, or build from documents "
-                "(from_documents; LlamaIndex: from_defaults)"
-            )
+            raise ValueError(EMPTY_COLLECTION)
         dim = store.dimension()
         if dim is not None and dim != emb.dimension:
             raise ValueError(
