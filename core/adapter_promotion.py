@@ -22,6 +22,12 @@ __all__ = ["ParentPromotionSettings", "offset_or_none", "promotion_item", "score
 R = TypeVar("R")
 
 
+#: The settings fields that are :func:`~core.strategies.umg.promotion.promote_to_parents` options.
+_PROMOTION_OPTIONS = frozenset(
+    {"parent_size", "stride", "fine_max_sentences", "mode", "start_key", "end_key"}
+)
+
+
 class ParentPromotionSettings(BaseModel):
     """The settings of a parent-promotion post-processor, and the promotion step.
 
@@ -102,16 +108,9 @@ class ParentPromotionSettings(BaseModel):
             ``index`` is the position of a passage's best member in ``results``.
         """
         ranked = scores_or_ranks(scores)
-        return promote_to_parents(
-            [item(r, s) for r, s in zip(results, ranked, strict=True)],
-            self.texts,
-            parent_size=self.parent_size,
-            stride=self.stride,
-            fine_max_sentences=self.fine_max_sentences,
-            mode=self.mode,
-            start_key=self.start_key,
-            end_key=self.end_key,
-        )
+        items = [item(r, s) for r, s in zip(results, ranked, strict=True)]
+        options = {name: getattr(self, name) for name in _PROMOTION_OPTIONS}
+        return promote_to_parents(items, self.texts, **options)
 
 
 def promotion_item(
