@@ -8,11 +8,11 @@ arguments, collecting the option fields of a query, refreshing, adding and delet
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-from core.adapters import lift_option, split_fields
-from core.strategies.base import Strategy
+from core.adapters import check_option, check_strategy_type, lift_option, split_fields
+from core.strategies.base import Strategy, check_k
 from core.types import Document
 
 __all__ = ["StrategyAdapter"]
@@ -24,13 +24,14 @@ class StrategyAdapter:
     A named retriever declares :attr:`strategy_cls`, :attr:`option_fields` and
     :attr:`build_fields`; the framework's base declares :attr:`own_keywords` and
     :attr:`no_strategy_hint`. Its constructor takes ``strategy``, ``k``, ``search_kwargs``
-    and the option fields as keyword arguments.
+    and the option fields as keyword arguments, and checks them with :meth:`_checked`.
     """
 
     #: The strategy the ``from_*`` constructors build (None: wrap a built one only).
     strategy_cls: ClassVar[type[Strategy] | None] = None
-    #: Fields of a named retriever that are ``retrieve`` options (forwarded when not None).
-    option_fields: ClassVar[Collection[str]] = ()
+    #: Fields of a named retriever that are ``retrieve`` options (forwarded when not None),
+    #: with their types.
+    option_fields: ClassVar[Mapping[str, type]] = {}
     #: Option fields also given to the strategy's constructors, which save them as its default.
     build_fields: ClassVar[tuple[str, ...]] = ()
     #: Constructor keywords that are the retriever's own (besides the option fields), never
@@ -40,6 +41,8 @@ class StrategyAdapter:
     no_strategy_hint: ClassVar[str] = "build one yourself and wrap it"
     #: The framework's name of the number of results in the ``from_*`` constructors.
     top_k_keyword: ClassVar[str] = "k"
+    #: Whether ``search_kwargs`` may spell the number of results ``{"k": n}`` (LangChain's way).
+    k_in_search_kwargs: ClassVar[bool] = True
 
     if TYPE_CHECKING:
         strategy: Any
@@ -96,6 +99,53 @@ class StrategyAdapter:
         if collection_name is not None:
             rest["collection_name"] = collection_name
         return cls(strategy=make(*args, **rest), search_kwargs=options, **top, **own)
+
+    @classmethod
+    def _checked(cls, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The constructor's ``strategy``, ``k``, ``search_kwargs`` and option fields, checked.
+
+        ``k`` and option fields given in ``search_kwargs`` move to their fields; an option
+        field left None takes the strategy's saved default; a ``search_kwargs`` key the
+        strategy's ``retrieve`` does not take is refused now, not at the first query.
+
+        Args:
+            arguments: The constructor's arguments (the caller's dicts are not modified).
+
+        Returns:
+            The arguments, with ``k`` set and ``search_kwargs`` a new dict.
+
+        Raises:
+            TypeError: Not a strategy (or not the declared one), ``k`` not an int, or an
+                option field of the wrong type.
+            ValueError: ``k`` below 1, a reserved or unknown ``search_kwargs`` key, or a field
+                given twice with different values.
+        """
+        out = dict(arguments)
+        strategy = check_strategy_type(cls.strategy_cls, out.get("strategy"), TypeError)
+        options = dict(out.get("search_kwargs") or {})
+        reserved = sorted({"query", *(() if cls.k_in_search_kwargs else ("k",))}.intersection(options))
+        if reserved:
+            raise ValueError(
+                f"search_kwargs may not contain {reserved}; pass k=... to the constructor and the "
+                "query to the retriever"
+            )
+        lift_option(out, options, "k")
+        defaults = getattr(strategy, "default_options", None) or {}
+        for name, kind in cls.option_fields.items():
+            lift_option(out, options, name)
+            out[name] = check_option(name, defaults.get(name) if out.get(name) is None else out[name], kind)
+        accepted = getattr(strategy, "retrieve_options", None)
+        unknown = sorted(set(options) - set(accepted)) if accepted is not None else []
+        if unknown:
+            raise ValueError(
+                f"search_kwargs has option(s) {type(strategy).__name__}.retrieve does not take: "
+                f"{', '.join(unknown)}; it takes {', '.join(accepted or ())}"
+            )
+        if out.setdefault("k", 4) is None:
+            raise TypeError("k must be an int, got None")
+        out["k"] = check_k(out["k"], default=4)
+        out["search_kwargs"] = options
+        return out
 
     @classmethod
     def _strategy_type(cls) -> type[Strategy]:

@@ -18,10 +18,10 @@ from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, Callba
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from core.adapter_lifecycle import StrategyAdapter
-from core.adapters import check_strategy_type, chroma_collection, lift_option
+from core.adapters import chroma_collection
 from core.embed import LangChainEmbedder
 from core.store import ChunkStore
 from core.strategies.base import Strategy, check_doc_ids
@@ -136,7 +136,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
     strategy: Any
     """The core strategy results come from (meets ``core.strategies.Searchable``)."""
 
-    k: int = Field(default=4, description="Number of documents to return; overridable per call.")
+    k: int = Field(default=4, ge=1, description="Number of documents to return; overridable per call.")
     """Number of documents to return; ``invoke(query, k=n)`` overrides it for one call."""
 
     search_kwargs: dict[str, Any] = Field(
@@ -149,43 +149,13 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
 
     @model_validator(mode="before")
     @classmethod
-    def _move_fields_out_of_search_kwargs(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and isinstance(data.get("search_kwargs"), Mapping):
-            data, options = dict(data), dict(data["search_kwargs"])
-            for name in ("k", *cls.option_fields):
-                lift_option(data, options, name)
-            data["search_kwargs"] = options
-        return data
-
-    @model_validator(mode="after")
-    def _fill_defaults_from_strategy(self) -> Self:
-        defaults = getattr(self.strategy, "default_options", None) or {}
-        for name in self.option_fields:
-            if getattr(self, name) is None and defaults.get(name) is not None:
-                setattr(self, name, defaults[name])
-        return self
-
-    @field_validator("strategy")
-    @classmethod
-    def _check_strategy(cls, value: Any) -> Any:
-        return check_strategy_type(cls.strategy_cls, value, ValueError)
-
-    @field_validator("k", mode="before")
-    @classmethod
-    def _check_k(cls, value: object) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"k must be an int >= 1, got {value!r} ({type(value).__name__})")
-        if value < 1:
-            raise ValueError(f"k must be >= 1, got {value}")
-        return value
-
-    @field_validator("search_kwargs")
-    @classmethod
-    def _check_search_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
-        reserved = {"query"}.intersection(value)  # the adapter passes the query itself
-        if reserved:
-            raise ValueError(f"search_kwargs may not contain {sorted(reserved)}; pass the query to invoke")
-        return value
+    def _check_arguments(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        try:
+            return cls._checked(data)
+        except TypeError as e:  # pydantic reports ValueErrors as a ValidationError
+            raise ValueError(str(e)) from e
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
@@ -412,14 +382,12 @@ class BridgeRetriever(StrategyRetriever):
     """
 
     strategy_cls: ClassVar[type[Strategy] | None] = BridgeRAG
-    option_fields: ClassVar[tuple[str, ...]] = ("depth", "include_abstracts")
+    option_fields: ClassVar[Mapping[str, type]] = {"depth": int, "include_abstracts": bool}
     build_fields: ClassVar[tuple[str, ...]] = ("depth",)
 
-    depth: int | None = Field(None, ge=0, strict=True, description="Expansion depth d; None: the index's.")
+    depth: int | None = Field(None, description="Expansion depth d; None: the index's.")
     """Levels up and down the abstract forest to expand (``invoke(q, depth=...)`` overrides it)."""
-    include_abstracts: bool | None = Field(
-        None, strict=True, description="Abstract summaries after the chunks."
-    )
+    include_abstracts: bool | None = Field(None, description="Abstract summaries after the chunks.")
     """Return the abstracts' summaries after the chunks, as context documents."""
 
 
@@ -459,20 +427,13 @@ class UMGRetriever(StrategyRetriever):
     """
 
     strategy_cls: ClassVar[type[Strategy] | None] = UMGRAG
-    option_fields: ClassVar[tuple[str, ...]] = ("parent_promotion",)
+    option_fields: ClassVar[Mapping[str, type]] = {"parent_promotion": bool}
     build_fields: ClassVar[tuple[str, ...]] = ("parent_promotion",)
 
     parent_promotion: bool | None = Field(
         default=None, description="UMGP (parent promotion) instead of UMG; None: the index's default."
     )
     """UMGP (promote fine hits to parent windows, de-duplicate) instead of plain UMG."""
-
-    @field_validator("parent_promotion", mode="before")
-    @classmethod
-    def _check_bool(cls, value: object) -> bool | None:
-        if value is not None and not isinstance(value, bool):
-            raise ValueError(f"parent_promotion must be a bool, got {value!r} ({type(value).__name__})")
-        return value
 
 
 class BubbleRetriever(StrategyRetriever):
@@ -511,11 +472,9 @@ class BubbleRetriever(StrategyRetriever):
     """
 
     strategy_cls: ClassVar[type[Strategy] | None] = BubbleRAG
-    option_fields: ClassVar[tuple[str, ...]] = ("include_triples",)
+    option_fields: ClassVar[Mapping[str, type]] = {"include_triples": bool}
 
-    include_triples: bool | None = Field(
-        None, strict=True, description="The evidence triples as one more document."
-    )
+    include_triples: bool | None = Field(None, description="The evidence triples as one more document.")
     """Append the serialised triples of the kept evidence graphs (type ``evidence_graph``)."""
 
     @classmethod

@@ -30,7 +30,7 @@ from llama_index.core.schema import Document as LlamaDocument
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from core.adapter_lifecycle import StrategyAdapter
-from core.adapters import check_option, check_strategy_type, chroma_collection, lift_option
+from core.adapters import chroma_collection
 from core.embed import LlamaIndexEmbedder
 from core.store import ChunkStore
 from core.strategies.base import COMMON_PROVENANCE_KEYS, Searchable, Strategy, check_k
@@ -203,11 +203,10 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         ```
     """
 
-    #: Keyword arguments of a named retriever that are ``retrieve`` options, with their types.
-    option_fields: ClassVar[Mapping[str, type]] = {}
     #: LlamaIndex metadata filters are the retriever's, never the strategy's.
     own_keywords: ClassVar[tuple[str, ...]] = ("filters",)
     top_k_keyword: ClassVar[str] = "similarity_top_k"
+    k_in_search_kwargs: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -244,27 +243,16 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
             ValueError: ``k`` is below 1, ``search_kwargs`` contains ``"k"`` or ``"query"``, or
                 a field is given twice with different values.
         """
-        check_strategy_type(self.strategy_cls, strategy, TypeError)
         unknown = sorted(set(fields) - set(self.option_fields))
         if unknown:
             raise TypeError(f"{type(self).__name__} got unexpected keyword argument(s): {', '.join(unknown)}")
-        options = dict(search_kwargs or {})
-        reserved = sorted({"query", "k"}.intersection(options))
-        if reserved:
-            raise ValueError(
-                f"search_kwargs may not contain {reserved}; pass k=... to the constructor and the "
-                "query to retrieve"
-            )
-        defaults = getattr(strategy, "default_options", None) or {}
-        for name, kind in self.option_fields.items():
-            lift_option(fields, options, name)
-            value = defaults.get(name) if fields.get(name) is None else fields[name]
-            setattr(self, name, check_option(name, value, kind))
+        checked = self._checked({"strategy": strategy, "k": k, "search_kwargs": search_kwargs, **fields})
+        for name in self.option_fields:
+            setattr(self, name, checked[name])
         self.filters = filters  # read at every query: assigning it later takes effect
-        _with_filters(options, filters)  # fails early on a filter given twice
+        _with_filters(checked["search_kwargs"], filters)  # fails early on a filter given twice
         self.strategy: Any = strategy
-        self.k = check_k(k, default=4)
-        self.search_kwargs = options
+        self.k, self.search_kwargs = checked["k"], checked["search_kwargs"]
         self.hidden_metadata_keys = None if hidden_metadata_keys is None else frozenset(hidden_metadata_keys)
         self._provenance_keys = frozenset(getattr(strategy, "provenance_keys", COMMON_PROVENANCE_KEYS))
         super().__init__(callback_manager=callback_manager, verbose=verbose)

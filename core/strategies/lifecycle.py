@@ -116,6 +116,13 @@ class IndexLifecycle(Follows):
         self._links = EntityLinks()
 
     @property
+    def retrieve_options(self) -> tuple[str, ...]:
+        """The options ``retrieve`` takes besides the query and ``k``; any other raises TypeError."""
+        retrieve = getattr(self, "retrieve")  # noqa: B009  # each strategy declares its own
+        parameters = inspect.signature(retrieve).parameters.values()
+        return tuple(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+    @property
     def default_k(self) -> int:
         """The default number of results (``config.k``)."""
         k: int = self.config.k
@@ -514,15 +521,9 @@ class IndexLifecycle(Follows):
             core.filters.FilterError: A malformed filter, or one the index cannot honour.
         """
         if options:
-            retrieve = getattr(self, "retrieve")  # noqa: B009  # each strategy declares its own
-            accepted = [
-                name
-                for name, param in inspect.signature(retrieve).parameters.items()
-                if param.kind is inspect.Parameter.KEYWORD_ONLY
-            ]
             raise TypeError(
                 f"unknown retrieve option(s): {', '.join(sorted(options))}; "
-                f"{type(self).__name__}.retrieve takes k and {', '.join(accepted)}"
+                f"{type(self).__name__}.retrieve takes k and {', '.join(self.retrieve_options)}"
             )
         text = check_query(query, self.config.max_query_chars)
         return text, check_k(k, self.config.k), self._check_filter(filter)

@@ -283,10 +283,8 @@ def test_include_abstracts(retriever: BridgeRetriever, questions: list[str]) -> 
 def test_unknown_search_option_is_an_error(retriever: BridgeRetriever, questions: list[str]) -> None:
     with pytest.raises(TypeError, match="unknown retrieve option"):
         retriever.invoke(questions[0], fetch_k=20)
-    with pytest.raises(TypeError, match="unknown retrieve option"):
-        BridgeRetriever(strategy=retriever.strategy, search_kwargs={"score_threshold": 0.5}).invoke(
-            questions[0]
-        )
+    with pytest.raises(ValidationError, match="does not take: score_threshold; it takes depth"):
+        BridgeRetriever(strategy=retriever.strategy, search_kwargs={"score_threshold": 0.5})
 
 
 # --------------------------------------------------------------------------- async, batch, concurrency

@@ -356,5 +356,5 @@ def test_bridge_retriever_depth_and_abstract_fields_are_forwarded() -> None:
     plain = BridgeRetriever(strategy=strategy, search_kwargs={"depth": 0})
     plain.invoke("Which iron tower is in Paris?")
     assert strategy.seen[-1] == {"depth": 0}
-    with pytest.raises(ValueError, match="greater than or equal to 0"):
+    with pytest.raises(ValueError, match="depth must be >= 0"):
         BridgeRetriever(strategy=strategy, depth=-1)

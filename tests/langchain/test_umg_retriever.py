@@ -201,8 +201,12 @@ def test_bad_constructor_arguments(umg_retriever: UMGRetriever) -> None:
         UMGRetriever(strategy=FakeStrategy())
     with pytest.raises(ValidationError, match="k must be >= 1"):
         UMGRetriever(strategy=strategy, k=0)
+    with pytest.raises(
+        ValidationError, match=r"UMGRAG.retrieve does not take: depth; it takes parent_promotion"
+    ):
+        UMGRetriever(strategy=strategy, search_kwargs={"depth": 2})  # refused before the first query
     with pytest.raises(TypeError, match="unknown retrieve option"):
-        UMGRetriever(strategy=strategy, search_kwargs={"depth": 2}).invoke(QUERY)
+        umg_retriever.invoke(QUERY, depth=2)
     with pytest.raises(ValueError, match="query is empty"):
         umg_retriever.invoke("   ")
 

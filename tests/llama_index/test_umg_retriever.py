@@ -171,6 +171,10 @@ def test_parent_promotion_is_forwarded(umg_retriever: UMGRetriever) -> None:
         UMGRetriever(FakeStrategy())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="search_kwargs may not contain"):
         UMGRetriever(strategy, search_kwargs={"k": 3})
+    with pytest.raises(
+        ValueError, match=r"UMGRAG.retrieve does not take: fetch_k; it takes parent_promotion"
+    ):
+        UMGRetriever(strategy, search_kwargs={"fetch_k": 20})  # VectorIndexRetriever's, not ours
     with pytest.raises(ValueError, match="query is empty"):
         umgp.retrieve("  ")
 
