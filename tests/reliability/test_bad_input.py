@@ -549,30 +549,58 @@ def test_a_huge_k_through_the_vector_index_allocates_nothing_big() -> None:
     assert ids.shape == scores.shape == (2, matrix.shape[0])
 
 
-def test_a_forged_forest_range_is_refused(tmp_path: Path) -> None:
-    """A forest whose chunk ranges reach past the saved rows (re-signed) does not load."""
-    from core.native import AbstractForest
+def _saved_bridge(path: Path) -> Any:
+    """A small Bridge-RAG index saved under ``path`` (closed: its files can be forged)."""
     from core.strategies.bridge import BridgeRAG
 
     rag = BridgeRAG.from_documents(
         synthetic_documents(6),
         embedder=wiring_embedder(),
-        persist_directory=tmp_path,
+        persist_directory=path,
         entity_extractor=RuleBasedEntityExtractor(),
         show_progress=False,
     )
     rag.close()
-    generation = next(p for p in (tmp_path / "bridge").iterdir() if p.name.startswith("gen-"))
-    arrays = rag.forest.arrays()
+    return rag
+
+
+def _forge(index: Path, name: str, blob: bytes) -> None:
+    """Replaces one file of the saved generation and re-signs it in the manifest."""
+    generation = next(p for p in (index / "bridge").iterdir() if p.name.startswith("gen-"))
+    manifest = json.loads((generation / "manifest.json").read_text())
+    manifest["files"][name] = {"sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)}
+    (generation / name).write_bytes(blob)
+    (generation / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_a_forged_forest_range_is_refused(tmp_path: Path) -> None:
+    """A forest whose chunk ranges reach past the saved rows (re-signed) does not load."""
+    from core.native import AbstractForest
+    from core.strategies.bridge import BridgeRAG
+
+    arrays = _saved_bridge(tmp_path).forest.arrays()
     forged = AbstractForest()
     n = len(arrays["level"])
     forged.add_nodes(
         [int(x) for x in arrays["level"]], [0] * n, [2**31 - 2] * n, [int(x) for x in arrays["parent"]]
     )
-    blob = forged.to_bytes()
-    manifest = json.loads((generation / "manifest.json").read_text())
-    manifest["files"]["forest.bin"] = {"sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)}
-    (generation / "forest.bin").write_bytes(blob)
-    (generation / "manifest.json").write_text(json.dumps(manifest))
+    _forge(tmp_path, "forest.bin", forged.to_bytes())
+    with pytest.raises(ValueError, match="disagree with each other"):
+        BridgeRAG.load(tmp_path, embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor())
+
+
+def test_a_forged_entity_filter_id_is_refused(tmp_path: Path) -> None:
+    """An entity mapped to an abstract that does not exist (re-signed) does not load.
+
+    It once loaded, and the first query naming the entity raised an IndexError.
+    """
+    from core.native import CuckooFilter
+    from core.strategies.bridge import BridgeRAG
+
+    rag = _saved_bridge(tmp_path)
+    entity = rag._abs_entities[0][0]
+    forged = CuckooFilter.from_bytes(rag._filter.to_bytes())
+    forged.insert(entity, [10**6])
+    _forge(tmp_path, "filter.bin", forged.to_bytes())
     with pytest.raises(ValueError, match="disagree with each other"):
         BridgeRAG.load(tmp_path, embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor())

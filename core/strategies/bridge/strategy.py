@@ -1096,6 +1096,7 @@ class BridgeRAG(ChunkedIndex):
             == n_abs
             and len(self._forest) == n_abs
             and _ranges_within(self._forest, n)
+            and _ids_within(self._filter, n_abs)
             and (n == 0 or (row_abstract.min() >= 0 and row_abstract.max() < n_abs))
             and links.num_units == n
         )
@@ -1127,6 +1128,11 @@ def _ranges_within(forest: AbstractForest, n_rows: int) -> bool:
     begin = np.asarray(arrays["chunk_begin"], dtype=np.int64)
     end = np.asarray(arrays["chunk_end"], dtype=np.int64)
     return bool(np.all((begin >= 0) & (begin <= end) & (end <= n_rows)))
+
+
+def _ids_within(entity_filter: CuckooFilter, n_abstracts: int) -> bool:
+    """Whether every abstract id the filter maps an entity to is one of the saved abstracts."""
+    return all(0 <= i < n_abstracts for _, _, ids in entity_filter.entries() for i in ids)
 
 
 def _named_in(entity: str, texts: Sequence[str]) -> bool:
