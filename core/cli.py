@@ -599,13 +599,14 @@ def _add_examples(parser: argparse.ArgumentParser, sub: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bridge-rag`` command."""
     from core.indexing import CommandError
+    from core.terminal import strip_terminal_controls
     from core.writer_lock import IndexLockedError
 
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
     except (CommandError, ValueError, FileNotFoundError, TypeError, IndexLockedError) as exc:
-        print(f"bridge-rag {args.command}: error: {exc}", file=sys.stderr)
+        print(strip_terminal_controls(f"bridge-rag {args.command}: error: {exc}"), file=sys.stderr)
         return 2
 
 

@@ -33,6 +33,7 @@ from core.files import (
 )
 from core.persist import current_generation
 from core.sources import SourceEntry, SourcesRecord, read_sources, write_sources
+from core.terminal import strip_terminal_controls
 from core.types import Document
 
 __all__ = [
@@ -181,7 +182,7 @@ class UpdatePlan:
 
 
 def _say(stream: TextIO, text: str) -> None:
-    print(text, file=stream, flush=True)
+    print(strip_terminal_controls(text), file=stream, flush=True)  # file names come from the disk
 
 
 def read_inputs(

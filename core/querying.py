@@ -13,7 +13,6 @@ window or hide lines through escape sequences. The JSON keeps every character (e
 from __future__ import annotations
 
 import json
-import re
 import sys
 import textwrap
 from collections.abc import Mapping, Sequence
@@ -22,6 +21,7 @@ from typing import Any, TextIO
 
 from core.indexing import CommandError, load_index_dir
 from core.sources import read_sources
+from core.terminal import escape_raw_controls, strip_terminal_controls
 
 __all__ = [
     "format_results",
@@ -29,7 +29,6 @@ __all__ = [
     "provenance_lines",
     "results_json",
     "run_query",
-    "strip_terminal_controls",
 ]
 
 #: Provenance keys shown first, in this order, when a result has them.
@@ -67,36 +66,9 @@ _NOT_SHOWN = frozenset(
         "ceg_count",
     }
 )
-#: ANSI escape sequences, whole: CSI (``ESC [``, parameters, a final byte), the strings OSC,
-#: DCS, SOS, PM and APC (``ESC ]``, ``ESC P``, ``ESC X``, ``ESC ^``, ``ESC _``, up to BEL or
-#: ST) and the other ``ESC`` sequences (intermediate bytes, a final byte). Their 8-bit forms
-#: (C1 introducers) are made harmless by removing the C1 character alone.
-_ESCAPE_SEQUENCE = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"
-    r"|\x1b[\]PX^_][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
-    r"|\x1b[ -/]*[0-~]"
-)
-#: Control characters left after the sequences: C0 but newline and tab, DEL, C1.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-#: The characters ``--json`` escapes beyond what :func:`json.dumps` does: DEL and C1.
-_JSON_RAW_CONTROL = re.compile(r"[\x7f-\x9f]")
 _TOP_EXPERTS = 4
 _TEXT_LINES = 4
 _WIDTH = 100
-
-
-def strip_terminal_controls(text: str) -> str:
-    r"""Removes what a terminal would act on instead of showing, for printing text to a person.
-
-    Args:
-        text: Any text (a chunk, a metadata value, the question).
-
-    Returns:
-        ``text`` without ANSI escape sequences (CSI such as ``"\x1b[31m"``, OSC such as
-        ``"\x1b]0;title\x07"`` and the like) and without control characters: C0 except
-        newline and tab, DEL and C1 (U+0080 to U+009F). Everything else is kept.
-    """
-    return _CONTROL.sub("", _ESCAPE_SEQUENCE.sub("", text))
 
 
 def parse_filter_json(text: str | None) -> dict[str, Any] | None:
@@ -194,7 +166,7 @@ def results_json(query: str, strategy: str, k: int, results: Sequence[Any]) -> s
 
     ``{"query", "strategy", "k", "results": [{"id", "score", "text", "metadata"}]}``, metadata
     made JSON-safe. Every character is kept: the control characters are written as ``\u``
-    escapes (DEL and C1 too, which :func:`json.dumps` leaves raw), so no terminal acts on them.
+    escapes (DEL, C1 and bidi controls too, which :func:`json.dumps` leaves raw), so no terminal acts on them.
     """
     from core.strategies.common import jsonable
 
@@ -207,9 +179,7 @@ def results_json(query: str, strategy: str, k: int, results: Sequence[Any]) -> s
             for r in results
         ],
     }
-    text = json.dumps(doc, ensure_ascii=False, indent=2)
-    # raw DEL / C1 characters can only be inside JSON strings, where a \\u escape means the same
-    return _JSON_RAW_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return escape_raw_controls(json.dumps(doc, ensure_ascii=False, indent=2))
 
 
 def run_query(

@@ -681,6 +681,25 @@ def test_index_skips_links_outside_and_large_files_with_one_line_warnings(
     assert _stored(again, fake)["notes/link.md"] == "# Secret\n\nThe outside file."
 
 
+def test_file_names_in_warnings_and_errors_reach_the_terminal_without_controls(
+    tmp_path: Path, fake: type[JournalFake], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file name is data: its escape sequences and bidi overrides are not printed."""
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    (corpus / "\x1b[31mred\x1b[0m.txt").write_bytes(b"\xff\xfe not UTF-8")
+    (corpus / "\x1b]0;pwn\x07empty.txt").write_text("   \n", encoding="utf-8")
+    (corpus / "\u202etxt.exe.txt").write_bytes(b"\xff")
+    assert _index_main(str(corpus), "--strategy", fake.name, "--index", str(tmp_path / "index")) == 0
+    err = capsys.readouterr().err
+    assert not re.findall(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", err), ascii(err)
+    assert f"cannot read {corpus / 'red.txt'}: not valid UTF-8" in err
+    assert f"{corpus / 'empty.txt'}: no text, skipped" in err
+    assert _index_main(str(corpus), "--strict", "--strategy", fake.name, "--index", str(tmp_path / "b")) == 2
+    strict = capsys.readouterr().err
+    assert "txt.exe.txt" in strict
+    assert "\u202e" not in strict
+
+
 @pytest.mark.skipif(not hasattr(os, "symlink") or os.name == "nt", reason="POSIX symlinks")
 def test_update_uses_the_same_rules(
     tmp_path: Path, fake: type[JournalFake], capsys: pytest.CaptureFixture[str]

@@ -207,7 +207,7 @@ def test_top_k_and_search_kwargs(retriever: BridgeRetriever, subset_questions: l
     assert [n.node.node_id for n in nodes] == [r.id for r in direct]
     with pytest.raises(ValueError, match="search_kwargs may not contain"):
         BridgeRetriever(retriever.strategy, search_kwargs={"k": 3})
-    with pytest.raises(ValueError, match="BridgeRAG.retrieve does not take: alpha; it takes depth"):
+    with pytest.raises(ValueError, match=r"BridgeRAG\.retrieve does not take: alpha; it takes depth"):
         BridgeRetriever(retriever.strategy, search_kwargs={"alpha": 0.5})
 
 

@@ -29,7 +29,8 @@ from typing import Any
 import pytest
 
 from core import querying
-from core.querying import results_json, run_query, strip_terminal_controls
+from core.querying import results_json, run_query
+from core.terminal import strip_terminal_controls
 from core.types import Document, Retrieved
 from tests.reliability.cases import StrategyCase, synthetic_documents, wiring_embedder
 
@@ -252,9 +253,10 @@ def test_metadata_is_data_never_code(
 
 # --------------------------------------------------------------------------- terminal output
 
-HOSTILE = "Clear\x1b[2J the screen,\x1b]0;pwn\x07 retitle,\x9b31m recolour\x7f\r and ring\x07."
-#: What a terminal acts on: ESC, BEL, CR, DEL and every other C0 (but newline and tab) or C1 character.
-ACTED_ON = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+HOSTILE = "Clear\x1b[2J the screen,\x1b]0;pwn\x07 retitle,\x9b31m recolour\x7f\r and ring\x07\u202e."
+#: What a terminal acts on: ESC, BEL, CR, DEL and every other C0 (but newline and tab) or C1
+#: character, and the bidi controls that reorder what is shown.
+ACTED_ON = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 @pytest.mark.parametrize(
@@ -270,8 +272,9 @@ ACTED_ON = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
             "tab\tand\nnewline stay; café, 東京, \u2014 kept",
         ),
         ("\x1b]0;unterminated title", "0;unterminated title"),
+        ("\u202etxt.exe\u2066.txt\u2069 \u200fmark", "txt.exe.txt \u200fmark"),  # a mark is kept
     ],
-    ids=["csi", "osc-bel", "osc-st", "c1", "c0-del-esc", "kept", "unterminated-osc"],
+    ids=["csi", "osc-bel", "osc-st", "c1", "c0-del-esc", "kept", "unterminated-osc", "bidi"],
 )
 def test_strip_terminal_controls(text: str, shown: str) -> None:
     assert strip_terminal_controls(text) == shown
@@ -285,7 +288,7 @@ class HostileIndex:
 
     def retrieve(self, query: str, k: int | None = None, **options: Any) -> list[Retrieved]:
         metadata = {
-            "source": "notes/\x1b[8mhidden.md",
+            "source": "notes/\x1b[8mhidden\u202e.md",
             "title": "Title\x1b]0;pwn\x07\x9b",
             "found_by": "entity\x1b[2J",
             "matched_entities": ["a\x9bb", "c\x1b[1Ad"],
@@ -325,6 +328,7 @@ def test_query_json_keeps_every_character_escaped(monkeypatch: pytest.MonkeyPatc
     assert result["text"] == HOSTILE
     assert result["metadata"] == HostileIndex().retrieve("")[0].metadata
     assert "\\u009b" in text
+    assert "\\u202e" in text
     assert "\\u001b" in text
     plain = results_json("café 東京", "bridge", 1, [])
     assert '"café 東京"' in plain  # other characters stay readable
