@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from core.store import ChunkStore
+from core.strategies.base import check_k, check_query
 from core.strategies.bridge.strategy import BridgeRAG
 from core.strategies.common import normalise_rows, row_cosines
 from core.strategies.follow import follows_writer
@@ -153,7 +154,7 @@ class EntityHopWalk:
             TypeError, ValueError: A bad query or ``k`` (as ``retrieve`` checks them).
         """
         idx = self.index
-        text, n, _ = idx._query_args(query, k if k is not None else self.k, None, {})
+        text, n = check_query(query, idx.config.max_query_chars), check_k(k, self.k)
         qv = _given_vector(query_vector, idx.embedder.dimension)
         if qv is None:
             qv = idx.embedder.embed_query(text)  # the one query embedding this step adds
@@ -161,7 +162,7 @@ class EntityHopWalk:
 
     def _rows_of(self, seed: Seed) -> list[int]:
         """The live rows a seed may be: its chunk, its document's chunks, or the chunk with its text."""
-        table = self.index._table
+        table = self.index.chunk_table
         if seed.id is not None and seed.id in table.id_to_row:
             rows = [table.id_to_row[seed.id]]
         elif seed.id is not None and seed.id in table.doc_rows:  # a whole document the index chunked
@@ -177,7 +178,7 @@ class EntityHopWalk:
         Queries run side by side: the map is built into a local dict and published with one
         assignment, so a query sees either the old map or the whole new one.
         """
-        table = self.index._table
+        table = self.index.chunk_table
         alive = table.alive
         cached = self._by_text
         if cached is None or cached[0] is not alive:
@@ -198,7 +199,7 @@ def _given_vector(vector: Any, dimension: int) -> Any:
 def _walk(
     idx: BridgeRAG, walk: EntityHopWalk, text: str, qv: Any, seeds: Sequence[Seed], k: int
 ) -> list[HopHit]:
-    matrix = idx._table.matrix
+    matrix = idx.chunk_table.matrix
     options = [walk._rows_of(s) for s in seeds]
     if not any(options):  # nothing to walk from: the retriever's own results
         return [HopHit(i, None) for i in range(min(k, len(seeds)))]
@@ -210,7 +211,7 @@ def _walk(
     rows = [max(rs, key=lambda r: (cos_of.get(r, 0.0), -r)) if rs else None for rs in options]
     seed_of = {r: i for i, r in reversed(list(enumerate(rows))) if r is not None}
     results = idx.retrieve_by_vector(text, qv, k, pool_rows=list(seed_of))
-    id_to_row = idx._table.id_to_row
+    id_to_row = idx.chunk_table.id_to_row
     hits = [_hop_hit(r, seed_of.get(id_to_row[r.id])) for r in results]
     # Seeds the index does not hold keep their rank among the seeds.
     for i, row in enumerate(rows):

@@ -98,7 +98,12 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
 
     @classmethod
     def from_persist_dir(
-        cls, persist_dir: str | os.PathLike[str], *, embed_model: Any = None, top_n: int = 4, **fields: Any
+        cls,
+        persist_dir: str | os.PathLike[str],
+        *,
+        embed_model: Any = None,
+        top_n: int = 4,
+        reuse_query_embedding: bool = True,
     ) -> EntityHopPostprocessor:
         """Opens a bridge-rag index directory of the same corpus (no rebuild).
 
@@ -106,14 +111,10 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
             persist_dir: The index directory (``bridge-rag index`` or ``persist_directory``).
             embed_model: The embedding model the index was built with; default all-MiniLM-L6-v2.
             top_n: Nodes returned.
-            **fields: Other fields of this postprocessor (``reuse_query_embedding``).
+            reuse_query_embedding: See the field of that name.
         """
-        unknown = sorted(set(fields) - set(cls.model_fields))
-        if unknown:
-            known = sorted(cls.model_fields)
-            raise TypeError(f"EntityHopPostprocessor has no field {unknown}; its fields: {known}")
         walk = EntityHopWalk.load(persist_dir, embedder=embed_model, k=top_n)
-        return cls(walk, top_n, **fields)
+        return cls(walk, top_n, reuse_query_embedding=reuse_query_embedding)
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None

@@ -619,3 +619,8 @@ class ChunkedIndex(IndexLifecycle):
     def num_chunks(self) -> int:
         """Live chunks in the index."""
         return self._table.num_live
+
+    @property
+    def chunk_table(self) -> ChunkTable:
+        """The chunk rows (ids, texts, vectors, liveness), for pieces built on the index; read only."""
+        return self._table

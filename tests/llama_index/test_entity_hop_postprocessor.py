@@ -49,7 +49,7 @@ def test_unknown_nodes_pass_and_a_query_is_required(li_embed_model: Any, tmp_pat
         tmp_path / "bridge", embed_model=li_embed_model, top_n=2, reuse_query_embedding=False
     )
     assert not reopened.reuse_query_embedding
-    with pytest.raises(TypeError, match="no field"):
+    with pytest.raises(TypeError, match="reuse_query_embeding"):
         EntityHopPostprocessor.from_persist_dir(tmp_path / "bridge", reuse_query_embeding=False)
     assert hop.reuse_query_embedding
     song = NodeWithScore(node=NODES[0], score=0.5)
