@@ -94,10 +94,6 @@ def _search_kwargs(retriever: Any) -> dict[str, Any]:
     return kwargs
 
 
-def _is_similarity_search(retriever: Any) -> bool:
-    return isinstance(retriever, VectorStoreRetriever) and retriever.search_type == "similarity"
-
-
 def _as_documents(docs: Sequence[Any]) -> list[Document]:
     """A retriever's results as documents (a plain runnable may return strings)."""
     return [Document(page_content=d) if isinstance(d, str) else d for d in docs]
@@ -108,10 +104,8 @@ def _with_scores(docs: Sequence[Any]) -> Scored:
     return documents, _metadata_scores(documents)
 
 
-def _scored_directly(retriever: Any, query: str) -> Scored:
-    """The scores a vector store or ``BM25Retriever`` computes but its ``invoke`` drops."""
-    if _is_bm25(retriever):
-        return _bm25_scored(retriever, query)
+def _store_scored(retriever: Any, query: str) -> Scored:
+    """A vector-store retriever's documents with the relevance scores its ``invoke`` drops."""
     store, kwargs = retriever.vectorstore, _search_kwargs(retriever)
     try:  # the store's own distance-to-relevance function (no [0, 1] range warning)
         return _unzipped(store._similarity_search_with_relevance_scores(query, **kwargs))
@@ -119,14 +113,27 @@ def _scored_directly(retriever: Any, query: str) -> Scored:
         return store.similarity_search(query, **kwargs), None
 
 
-async def _ascored_directly(retriever: Any, query: str) -> Scored:
-    if _is_bm25(retriever):
-        return await asyncio.to_thread(_bm25_scored, retriever, query)
+async def _astore_scored(retriever: Any, query: str) -> Scored:
     store, kwargs = retriever.vectorstore, _search_kwargs(retriever)
     try:
         return _unzipped(await store._asimilarity_search_with_relevance_scores(query, **kwargs))
     except NotImplementedError:
         return await store.asimilarity_search(query, **kwargs), None
+
+
+async def _abm25_scored(retriever: Any, query: str) -> Scored:
+    return await asyncio.to_thread(_bm25_scored, retriever, query)
+
+
+def _direct_scorer(
+    retriever: Any,
+) -> tuple[Callable[[Any, str], Scored], Callable[[Any, str], Awaitable[Scored]]] | None:
+    """How to read the scores a retriever computes but its ``invoke`` drops (sync, async), if known."""
+    if _is_bm25(retriever):
+        return _bm25_scored, _abm25_scored
+    if isinstance(retriever, VectorStoreRetriever) and retriever.search_type == "similarity":
+        return _store_scored, _astore_scored
+    return None
 
 
 def _run_options(config: RunnableConfig, runnable: Any) -> dict[str, Any]:
@@ -313,20 +320,20 @@ class UncertaintyFusionRetriever(BaseRetriever):
     def _scored(self, retriever: Any, query: str, config: RunnableConfig) -> Scored:
         if isinstance(retriever, DynamicRunnable):  # configurable fields: the configured retriever
             retriever, config = retriever.prepare(config)
-        if not (_is_similarity_search(retriever) or _is_bm25(retriever)):
+        scorer = _direct_scorer(retriever)
+        if scorer is None:
             return _with_scores(retriever.invoke(query, config))
         # Read the scores directly, inside a child run of the retriever's own.
-        return _in_run(
-            config, retriever, query, lambda _: _scored_directly(retriever, query), _scored_documents
-        )
+        return _in_run(config, retriever, query, lambda _: scorer[0](retriever, query), _scored_documents)
 
     async def _ascored(self, retriever: Any, query: str, config: RunnableConfig) -> Scored:
         if isinstance(retriever, DynamicRunnable):
             retriever, config = retriever.prepare(config)
-        if not (_is_similarity_search(retriever) or _is_bm25(retriever)):
+        scorer = _direct_scorer(retriever)
+        if scorer is None:
             return _with_scores(await retriever.ainvoke(query, config))
         return await _ain_run(
-            config, retriever, query, lambda _: _ascored_directly(retriever, query), _scored_documents
+            config, retriever, query, lambda _: scorer[1](retriever, query), _scored_documents
         )
 
     def _fuse(self, results: Sequence[Scored]) -> list[Document]:
