@@ -10,6 +10,7 @@ where the strategy really has one of its own (``from_networkx``).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, ClassVar, Self
@@ -36,7 +37,7 @@ from core.store import ChunkStore
 from core.strategies.base import COMMON_PROVENANCE_KEYS, Searchable, Strategy, check_k
 from core.strategies.bridge import BridgeRAG
 from core.strategies.bubble import BubbleRAG
-from core.strategies.common import jsonable
+from core.strategies.common import HIDDEN_KEYS_KEY, hidden_keys, jsonable
 from core.strategies.umg import UMGRAG
 from core.types import Document as CoreDocument
 from core.types import Retrieved
@@ -69,7 +70,8 @@ def to_node_with_score(
     Args:
         r: The result.
         hidden_metadata_keys: Metadata keys to keep out of the text the LLM and embedders see
-            (they stay in ``node.metadata``). None: :func:`default_hidden_keys`.
+            (they stay in ``node.metadata``). None: :func:`default_hidden_keys`. The keys the
+            source document excluded from its LLM view are hidden either way.
         provenance_keys: The provenance keys of the strategy the result came from (its
             ``provenance_keys``); default the keys every strategy writes.
 
@@ -81,6 +83,8 @@ def to_node_with_score(
         hidden = default_hidden_keys(metadata, provenance_keys)
     else:
         hidden = [key for key in hidden_metadata_keys if key in metadata]
+    own = [HIDDEN_KEYS_KEY, *hidden_keys(metadata)]  # the document's own exclusions hold too
+    hidden = list(dict.fromkeys([*hidden, *(key for key in own if key in metadata)]))
     relationships: dict[NodeRelationship, RelatedNodeInfo | list[RelatedNodeInfo]] = {}
     doc_id = metadata.get("doc_id")
     if isinstance(doc_id, str) and doc_id:
@@ -134,7 +138,8 @@ def from_llama_document(doc: BaseNode) -> CoreDocument:
         A core document with the node's text (without metadata), a copy of its metadata, and
         its id (``doc.doc_id`` / ``doc.id_``). A node parsed from a document (not itself a
         ``Document``) also carries its ``ref_doc_id`` in the metadata, which
-        ``delete_ref_doc`` matches.
+        ``delete_ref_doc`` matches; its ``excluded_llm_metadata_keys`` are kept under
+        ``core.strategies.common.HIDDEN_KEYS_KEY``, so the nodes returned hide them too.
 
     Raises:
         TypeError: ``doc`` is not a LlamaIndex document or node.
@@ -144,6 +149,8 @@ def from_llama_document(doc: BaseNode) -> CoreDocument:
     metadata = dict(doc.metadata)
     if not isinstance(doc, LlamaDocument) and doc.ref_doc_id and "ref_doc_id" not in metadata:
         metadata["ref_doc_id"] = doc.ref_doc_id  # so delete_ref_doc finds a parsed node's document
+    if doc.excluded_llm_metadata_keys:  # kept with every chunk, hidden again in the nodes returned
+        metadata[HIDDEN_KEYS_KEY] = json.dumps(sorted(set(doc.excluded_llm_metadata_keys)))
     return CoreDocument(text=doc.get_content(metadata_mode=MetadataMode.NONE), id=doc.id_, metadata=metadata)
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "DOC_ID_KEY",
     "EMPTY_COLLECTION",
     "FRAMEWORK_KEYS",
+    "HIDDEN_KEYS_KEY",
     "ORDER_KEY",
     "POSITION_KEYS",
     "check_embedder",
@@ -43,6 +44,7 @@ __all__ = [
     "documents_from_chunks",
     "embed_in_batches",
     "fit_mask",
+    "hidden_keys",
     "jsonable",
     "mask_at",
     "normalise_rows",
@@ -333,12 +335,42 @@ POSITION_KEYS = frozenset(
 )
 
 
+#: A document's own list of metadata keys to keep out of prompts (a JSON list, as Chroma stores
+#: only scalars): a LlamaIndex document's ``excluded_llm_metadata_keys``, kept with its chunks.
+HIDDEN_KEYS_KEY = "_hidden_metadata_keys"
+
+
 def public_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
     """A stored item's metadata without the node copies LlamaIndex adds (:data:`FRAMEWORK_KEYS`).
 
-    Every other key stays, ``_``-prefixed ones included: filters see them as Chroma does.
+    Every other key stays, ``_``-prefixed ones included: filters see them as Chroma does. The
+    ``excluded_llm_metadata_keys`` of a node LlamaIndex stored are kept under
+    :data:`HIDDEN_KEYS_KEY`.
     """
-    return {k: v for k, v in (metadata or {}).items() if str(k) not in FRAMEWORK_KEYS}
+    meta = metadata or {}
+    out = {k: v for k, v in meta.items() if str(k) not in FRAMEWORK_KEYS}
+    hidden = _hidden_keys_of_node(meta.get("_node_content"))
+    if hidden and HIDDEN_KEYS_KEY not in out:
+        out[HIDDEN_KEYS_KEY] = json.dumps(hidden)
+    return out
+
+
+def _hidden_keys_of_node(node_json: Any) -> list[str]:
+    """The ``excluded_llm_metadata_keys`` in LlamaIndex's stored node JSON (none if unreadable)."""
+    try:
+        keys = json.loads(node_json).get("excluded_llm_metadata_keys") if isinstance(node_json, str) else None
+    except (ValueError, AttributeError):
+        return []
+    return sorted({str(k) for k in keys}) if isinstance(keys, list) else []
+
+
+def hidden_keys(metadata: Mapping[str, Any]) -> list[str]:
+    """The keys a document asked to keep out of prompts (:data:`HIDDEN_KEYS_KEY`), if any."""
+    try:
+        keys = json.loads(metadata.get(HIDDEN_KEYS_KEY) or "[]")
+    except (TypeError, ValueError):
+        return []
+    return [str(k) for k in keys] if isinstance(keys, list) else []
 
 
 def doc_id_of(item_id: str, metadata: Mapping[str, Any] | None) -> str:

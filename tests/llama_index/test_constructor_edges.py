@@ -92,6 +92,44 @@ def test_llama_index_storage_keys_stay_out_of_the_llms_view(li_embed_model: Any,
         assert f"{key}:" not in view
 
 
+def _with_a_hidden_key(docs: list[Document]) -> list[Document]:
+    """The documents with a ``reviewer`` key that each one excludes from its LLM view."""
+    return [
+        Document(
+            text=d.text,
+            id_=d.id_,
+            metadata={**d.metadata, "reviewer": "Secret Person"},
+            excluded_llm_metadata_keys=["reviewer"],
+        )
+        for d in docs
+    ]
+
+
+def test_a_documents_own_llm_exclusions_hold_in_the_nodes_returned(
+    li_embed_model: Any, tmp_path: Path
+) -> None:
+    """As LlamaIndex's splitters carry a document's excluded keys to its nodes, so do we."""
+    built = BridgeRetriever.from_defaults(
+        documents=_with_a_hidden_key(DOCS), embed_model=li_embed_model, show_progress=False
+    )
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
+    store = ChromaVectorStore(chroma_collection=client.create_collection(_name()))
+    VectorStoreIndex.from_documents(
+        _with_a_hidden_key(DOCS),
+        storage_context=StorageContext.from_defaults(vector_store=store),
+        embed_model=li_embed_model,
+    )
+    swapped = BridgeRetriever.from_vector_store(store, embed_model=li_embed_model, show_progress=False)
+    chosen = BridgeRetriever(built.strategy, hidden_metadata_keys=["title"])
+    for retriever in (built, swapped, chosen):
+        node = retriever.retrieve("Who built the Eiffel Tower?")[0].node
+        assert node.metadata["reviewer"] == "Secret Person"  # kept for the app
+        view = node.get_content(metadata_mode=MetadataMode.LLM)
+        assert "Eiffel" in view
+        assert "Secret Person" not in view
+        assert "_hidden_metadata_keys" not in view
+
+
 def test_promotion_reads_a_start_without_an_end_as_langchains_compressor_does() -> None:
     text = " ".join(f"Sentence number {i} talks about topic {i}." for i in range(12))
     hit = "Sentence number 5 talks about topic 5."
