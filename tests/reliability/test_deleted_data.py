@@ -69,7 +69,7 @@ def test_nothing_of_a_deleted_document_is_left_in_the_index_directory(
     needles = {
         "text": _windows(SECRET_TEXT),
         "metadata": {SECRET_VALUE.encode()},
-        "ids": {f'"{rag._table.ids[r]}"'.encode() for r in rows},
+        "ids": {b'"secret-doc"', *(f'"{rag._table.ids[r]}"'.encode() for r in rows)},  # a name is data too
         "vectors": {np.asarray(rag._table.matrix[r], dtype=np.float32).tobytes() for r in rows},
         "names": set(NAMES),
     }

@@ -346,6 +346,8 @@ class BridgeRAG(ChunkedIndex):
             self._abs_entities[a] = kept
             self._abs_summary[a] = writer.write(texts) if texts else ""
             self._abs_alive[a] = bool(live.size)
+            if not live.size:
+                self._abs_doc[a] = None  # a document name (a file name) is data of the deleted too
             matrix[a] = _unit_mean(self._table.matrix[live]) if live.size else 0.0
         parent = self._parents()
         level = {int(parent[a]) for a in touched if parent[a] >= 0}
@@ -353,6 +355,8 @@ class BridgeRAG(ChunkedIndex):
             for node in sorted(level):
                 children = [c for c in np.flatnonzero(parent == node).tolist() if self._abs_alive[c]]
                 self._abs_alive[node] = bool(children)
+                if not children:
+                    self._abs_doc[node] = None
                 matrix[node] = _unit_mean(matrix[children]) if children else 0.0
                 self._abs_entities[node] = list(
                     dict.fromkeys(e for c in children for e in self._abs_entities[c])
