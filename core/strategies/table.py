@@ -202,14 +202,12 @@ class ChunkTable:
                 how to name one). Documents that agree (the nodes LlamaIndex parsed from one
                 document, inserted one by one) are all removed.
         """
-        by_name: dict[str, set[str]] = {}
-        unknown = [n for n in dict.fromkeys(names) if n not in self.doc_rows]
-        if unknown:
-            wanted = set(unknown)
-            for r in np.flatnonzero(self.alive).tolist():
-                meta = self.rows.metadatas[r]
-                for name in wanted.intersection(str(meta[k]) for k in DOCUMENT_NAME_KEYS if k in meta):
-                    by_name.setdefault(name, set()).add(self.rows.doc_ids[r])
+        wanted = set(names)  # a document's id may also be the name another document carries
+        by_name: dict[str, set[str]] = {n: {n} for n in wanted if n in self.doc_rows}
+        for r in np.flatnonzero(self.alive).tolist():
+            meta = self.rows.metadatas[r]
+            for name in wanted.intersection(str(meta[k]) for k in DOCUMENT_NAME_KEYS if k in meta):
+                by_name.setdefault(name, set()).add(self.rows.doc_ids[r])
         if flt is None:  # documents that carry one name and disagree on metadata: whose?
             shared = {
                 n: docs for n, docs in by_name.items() if len({self._metadata_key(d) for d in docs}) > 1
@@ -221,7 +219,7 @@ class ChunkTable:
                     f"{', '.join(sorted(docs))}); delete one by its id, or pass filter=... (e.g. "
                     "the tenant's) to delete only the chunks that pass it"
                 )
-        docs = {n for n in names if n in self.doc_rows} | {d for ds in by_name.values() for d in ds}
+        docs = {d for ds in by_name.values() for d in ds}
         rows = self.rows_of(docs)
         if flt is not None and rows:
             mask = self.live_mask(flt)

@@ -286,3 +286,27 @@ def test_parts_of_one_document_that_agree_on_metadata_are_deleted_together(name:
     assert rag.delete_documents(["notes.txt"]) >= 3  # no filter needed: nothing tells the parts apart
     left = rag.retrieve("When did the Works open?", k=200, filter={"source": "notes.txt"})
     assert [r for r in left if r.metadata.get("type") is None] == []
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_a_name_that_is_also_a_document_id_names_every_document_that_carries_it(name: str) -> None:
+    """One tenant's document has the id ``plan.md``; another's carries ``source: plan.md``."""
+    rag, _ = _built_over_a_tenant_corpus(name, 7)
+    rag.add_documents(
+        [
+            Document(
+                "Acme's plan: the Works open a mill in Tessel.", id="plan.md", metadata={"tenant": "acme"}
+            ),
+            Document(
+                "Globex's plan: the Works close the Tessel mill.",
+                id="globex-plan",
+                metadata={"source": "plan.md", "tenant": "globex"},
+            ),
+        ]
+    )
+    with pytest.raises(ValueError, match=r"2 documents carry the name 'plan\.md'"):
+        rag.delete_documents(["plan.md"])  # it once removed acme's alone
+    assert rag.delete_documents(["plan.md"], filter={"tenant": "globex"}) > 0  # it once removed nothing
+    left = {r.text for r in rag.retrieve("What is the plan for the Tessel mill?", k=200)}
+    assert not any("Globex's plan" in t for t in left)
+    assert any("Acme's plan" in t for t in left)
