@@ -183,6 +183,12 @@ class StrategyAdapter:
     def _delete(
         self, ids: Sequence[str], filter: Mapping[str, Any] | None, own: Mapping[str, Any] | None
     ) -> int:
-        """Removes documents by id from the rows that pass ``filter``, else the retriever's ``own``."""
-        removed: int = self.strategy.delete_documents(ids, filter=filter if filter is not None else own)
+        """Removes documents by id from the rows that pass both the retriever's ``own`` filter and ``filter``.
+
+        A caller's filter narrows a tenant's retriever; it never widens it (``filter={}`` too).
+        """
+        where = [dict(f) for f in (own, filter) if f]
+        removed: int = self.strategy.delete_documents(
+            ids, filter=None if not where else where[0] if len(where) == 1 else {"$and": where}
+        )
         return removed

@@ -339,8 +339,8 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
     def delete_documents(self, ids: Sequence[str], *, filter: Mapping[str, Any] | None = None) -> int:
         """Removes documents by id (or by the ``source`` their chunks carry); returns chunks removed.
 
-        Only the rows that pass ``filter`` are removed; without one, the retriever's own
-        ``search_kwargs["filter"]`` (a tenant's retriever deletes only that tenant's rows).
+        Only the rows that pass both ``filter`` and the retriever's own ``search_kwargs["filter"]``
+        are removed (a tenant's retriever deletes only that tenant's rows).
 
         Raises:
             TypeError: ``ids`` is a single string (wrap it in a list).

@@ -475,8 +475,8 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
     def delete_ref_doc(self, ref_doc_id: str, *, filter: Mapping[str, Any] | None = None) -> int:
         """Removes one document (all its chunks); returns how many chunks were removed.
 
-        Only the rows that pass ``filter`` are removed; without one, the retriever's own
-        ``filters`` (a tenant's retriever deletes only that tenant's rows).
+        Only the rows that pass both ``filter`` and the retriever's own ``filters`` are removed
+        (a tenant's retriever deletes only that tenant's rows).
 
         Raises:
             TypeError: ``ref_doc_id`` is not a string.

@@ -310,3 +310,28 @@ def test_a_name_that_is_also_a_document_id_names_every_document_that_carries_it(
     left = {r.text for r in rag.retrieve("What is the plan for the Tessel mill?", k=200)}
     assert not any("Globex's plan" in t for t in left)
     assert any("Acme's plan" in t for t in left)
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_a_tenants_retriever_deletes_within_its_own_filter_whatever_filter_it_is_given(name: str) -> None:
+    """A caller's ``filter=`` narrows a tenant retriever's delete; it once replaced its filter."""
+    from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+
+    from langchain_bridge import StrategyRetriever as LangChainRetriever
+    from llama_index_bridge import StrategyRetriever as LlamaRetriever
+
+    rag, _ = _built_over_a_tenant_corpus(name, 8)
+
+    def tenants() -> set[str]:
+        found = rag.retrieve("Who founded the Works?", k=200, filter={"source": "report.pdf"})
+        return {r.metadata["tenant"] for r in found if r.metadata.get("type") is None}
+
+    assert tenants() == {"acme", "globex", "initech"}
+    acme = LangChainRetriever(strategy=rag, search_kwargs={"filter": {"tenant": "acme"}})
+    assert acme.delete_documents(["report.pdf"], filter={"source": "report.pdf"}) > 0
+    assert tenants() == {"globex", "initech"}
+    globex = LlamaRetriever(
+        rag, filters=MetadataFilters(filters=[MetadataFilter(key="tenant", value="globex")])
+    )
+    assert globex.delete_ref_doc("report.pdf", filter={}) > 0  # an empty filter does not widen it
+    assert tenants() == {"initech"}
