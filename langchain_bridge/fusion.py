@@ -198,6 +198,28 @@ async def _ain_run(
     return result
 
 
+#: The keyword arguments of ``invoke`` that are LangChain's own (for the run, not the search).
+_RUN_KWARGS = frozenset({"verbose", "run_id"})
+
+
+def _no_search_options(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``invoke``'s keyword arguments, once checked to hold no search option.
+
+    Raises:
+        TypeError: A search option (``filter``, ``k``, ...): not every retriever would honour
+            it (``BM25Retriever`` drops a filter), and a filter is honoured or refused, never
+            ignored.
+    """
+    options = sorted(set(kwargs) - _RUN_KWARGS)
+    if options:
+        raise TypeError(
+            f"UncertaintyFusionRetriever takes no per-call search options (got {', '.join(options)}): "
+            "not every retriever would honour them; set them on each retriever instead, e.g. "
+            "vectorstore.as_retriever(search_kwargs={'filter': ...})"
+        )
+    return kwargs
+
+
 def _documents(docs: list[Document]) -> list[Document]:
     return docs
 
@@ -270,15 +292,19 @@ class UncertaintyFusionRetriever(BaseRetriever):
         return value  # type: ignore[no-any-return]
 
     def invoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:
-        """Fuses the retrievers' results for ``input``, each run with ``config`` (as a child run)."""
-        config = ensure_config(config)
+        """Fuses the retrievers' results for ``input``, each run with ``config`` (as a child run).
+
+        Raises:
+            TypeError: A per-call search option such as ``filter=`` (set it on each retriever).
+        """
+        config, kwargs = ensure_config(config), _no_search_options(kwargs)
         return _in_run(config, self, input, lambda run: self._fused(input, run, config), _documents, **kwargs)
 
     async def ainvoke(
         self, input: str, config: RunnableConfig | None = None, **kwargs: Any
     ) -> list[Document]:
         """Async :meth:`invoke`: the retrievers run concurrently."""
-        config = ensure_config(config)
+        config, kwargs = ensure_config(config), _no_search_options(kwargs)
         return await _ain_run(
             config, self, input, lambda run: self._afused(input, run, config), _documents, **kwargs
         )

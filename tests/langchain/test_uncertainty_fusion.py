@@ -80,6 +80,17 @@ def test_a_retriever_filter_is_kept(lc_embeddings: Any) -> None:
     assert [d.id for d in docs] == ["t"]
 
 
+async def test_a_per_call_filter_is_refused_not_ignored(lc_embeddings: Any) -> None:
+    """``invoke(q, filter=...)`` once returned every tenant's documents (BM25 drops a filter)."""
+    bm25 = BM25Retriever.from_documents(DOCS, k=2)
+    fused = UncertaintyFusionRetriever(retrievers=[bm25, _chroma(lc_embeddings).as_retriever()])
+    with pytest.raises(TypeError, match=r"no per-call search options \(got filter\)"):
+        fused.invoke("observatory", filter={"tag": "x"})
+    with pytest.raises(TypeError, match=r"\(got k\)"):
+        await fused.ainvoke("observatory", k=2)
+    assert fused.invoke("observatory", verbose=False)  # LangChain's own keywords still pass
+
+
 def test_works_over_a_non_chroma_store_and_a_scoreless_retriever(lc_embeddings: Any) -> None:
     memory = InMemoryVectorStore.from_documents(DOCS, lc_embeddings)
     scoreless = SlowRetriever(docs=[DOCS[4], DOCS[2]], pause=0.0)
