@@ -19,6 +19,9 @@ directory):
    (``entity``, ``hop``, ``tree`` or ``bridge``). A query that names no entity of the index
    gets the seeds back, ranked by cosine.
 
+A ``filter`` (Chroma's ``where`` syntax, a tenant's) holds at every step: a seed is matched
+only to a chunk that passes it, and the walk reaches only such chunks.
+
 Nothing here imports a framework: ``langchain_bridge.EntityHopCompressor`` and
 ``llama_index_bridge.EntityHopPostprocessor`` wrap it.
 """
@@ -26,16 +29,17 @@ Nothing here imports a framework: ``langchain_bridge.EntityHopCompressor`` and
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from core.filters import MetadataFilter, parse_filter
 from core.store import ChunkStore
 from core.strategies.base import check_k, check_query
 from core.strategies.bridge.strategy import BridgeRAG
-from core.strategies.common import normalise_rows, row_cosines
+from core.strategies.common import DOC_ID_KEY, normalise_rows, row_cosines
 from core.strategies.follow import follows_writer
 from core.types import Document, Retrieved
 
@@ -96,7 +100,7 @@ class EntityHopWalk:
         self.k = k
         # The live rows by folded text, and the table's ``alive`` array it was built from: every
         # add or delete replaces that array, so a new one means the map is stale.
-        self._by_text: tuple[Any, dict[str, int]] | None = None
+        self._by_text: tuple[Any, dict[str, list[int]]] | None = None
 
     @classmethod
     def from_documents(
@@ -134,7 +138,13 @@ class EntityHopWalk:
         return cls(BridgeRAG.load(path, embedder=embedder, **models), k)
 
     def expand(
-        self, query: str, seeds: Sequence[Seed], k: int | None = None, *, query_vector: Any = None
+        self,
+        query: str,
+        seeds: Sequence[Seed],
+        k: int | None = None,
+        *,
+        query_vector: Any = None,
+        filter: Mapping[str, Any] | MetadataFilter | None = None,
     ) -> list[HopHit]:
         """The seeds and the chunks the walk reaches from them, merged, best first.
 
@@ -145,6 +155,8 @@ class EntityHopWalk:
             query_vector: The query's embedding, when the first retriever already computed it
                 with the index's model (it is scaled to unit length); one of another
                 dimension, or None, and the query is embedded here.
+            filter: A metadata filter in Chroma's ``where`` syntax: seeds match, and the walk
+                reaches, only chunks that pass it (a seed matching none keeps its rank).
 
         Returns:
             At most ``k`` hits: seeds the index holds and reached chunks ranked by cosine plus
@@ -152,28 +164,38 @@ class EntityHopWalk:
 
         Raises:
             TypeError, ValueError: A bad query or ``k`` (as ``retrieve`` checks them).
+            core.filters.FilterError: A malformed filter.
         """
         idx = self.index
         text, n = check_query(query, idx.config.max_query_chars), check_k(k, self.k)
+        flt = parse_filter(filter)
         qv = _given_vector(query_vector, idx.embedder.dimension)
         if qv is None:
             qv = idx.embedder.embed_query(text)  # the one query embedding this step adds
-        return list(follows_writer(_walk)(idx, self, text, qv, seeds, n))
+        return list(follows_writer(_walk)(idx, self, text, qv, seeds, n, flt))
 
-    def _rows_of(self, seed: Seed) -> list[int]:
-        """The live rows a seed may be: its chunk, its document's chunks, or the chunk with its text."""
+    def provenance(self, result: Retrieved) -> dict[str, Any]:
+        """What the walk says of a hit (``found_by``, ``score``, ``hop``, ..., and the ``doc_id`` matched).
+
+        A seed's own metadata (the first retriever's document) stays as it is, with these added;
+        the matched row's other metadata is not copied onto it.
+        """
+        keys = self.index.provenance_keys | {DOC_ID_KEY}
+        return {key: value for key, value in result.metadata.items() if key in keys}
+
+    def _rows_of(self, seed: Seed, passing: Any) -> list[int]:
+        """The allowed live rows (``passing``) a seed may be: its chunk, its document's, or its text's."""
         table = self.index.chunk_table
         if seed.id is not None and seed.id in table.id_to_row:
             rows = [table.id_to_row[seed.id]]
         elif seed.id is not None and seed.id in table.doc_rows:  # a whole document the index chunked
             rows = list(table.doc_rows[seed.id])
-        else:
-            found = self._row_by_text(seed.text)
-            rows = [] if found is None else [found]
-        return [r for r in rows if table.alive[r]]
+        else:  # the first allowed row with its text (two tenants may hold the same text)
+            rows = [next((r for r in self._rows_by_text(seed.text) if passing[r]), -1)]
+        return [r for r in rows if r >= 0 and passing[r]]
 
-    def _row_by_text(self, text: str) -> int | None:
-        """The live row holding ``text`` (case and spacing folded), or None.
+    def _rows_by_text(self, text: str) -> list[int]:
+        """The live rows holding ``text`` (spacing folded), in row order.
 
         Queries run side by side: the map is built into a local dict and published with one
         assignment, so a query sees either the old map or the whole new one.
@@ -182,11 +204,11 @@ class EntityHopWalk:
         alive = table.alive
         cached = self._by_text
         if cached is None or cached[0] is not alive:
-            by_text: dict[str, int] = {}
+            by_text: dict[str, list[int]] = {}
             for i in np.flatnonzero(alive).tolist():
-                by_text.setdefault(_folded(table.texts[i]), i)
+                by_text.setdefault(_folded(table.texts[i]), []).append(i)
             cached = self._by_text = (alive, by_text)
-        return cached[1].get(_folded(text))
+        return cached[1].get(_folded(text), [])
 
 
 def _given_vector(vector: Any, dimension: int) -> Any:
@@ -197,10 +219,17 @@ def _given_vector(vector: Any, dimension: int) -> Any:
 
 
 def _walk(
-    idx: BridgeRAG, walk: EntityHopWalk, text: str, qv: Any, seeds: Sequence[Seed], k: int
+    idx: BridgeRAG,
+    walk: EntityHopWalk,
+    text: str,
+    qv: Any,
+    seeds: Sequence[Seed],
+    k: int,
+    flt: MetadataFilter | None,
 ) -> list[HopHit]:
     matrix = idx.chunk_table.matrix
-    options = [walk._rows_of(s) for s in seeds]
+    passing = idx.chunk_table.live_mask(flt)
+    options = [walk._rows_of(s, passing) for s in seeds]
     if not any(options):  # nothing to walk from: the retriever's own results
         return [HopHit(i, None) for i in range(min(k, len(seeds)))]
     # A seed naming a whole document stands for its chunk nearest the query (the pool's
@@ -210,7 +239,7 @@ def _walk(
     cos_of = dict(zip(several, cosines, strict=True))
     rows = [max(rs, key=lambda r: (cos_of.get(r, 0.0), -r)) if rs else None for rs in options]
     seed_of = {r: i for i, r in reversed(list(enumerate(rows))) if r is not None}
-    results = idx.retrieve_by_vector(text, qv, k, pool_rows=list(seed_of))
+    results = idx.retrieve_by_vector(text, qv, k, pool_rows=list(seed_of), filter=flt)
     id_to_row = idx.chunk_table.id_to_row
     hits = [_hop_hit(r, seed_of.get(id_to_row[r.id])) for r in results]
     # Seeds the index does not hold keep their rank among the seeds.

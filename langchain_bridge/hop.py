@@ -15,9 +15,10 @@ from typing import Any
 
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from core.entity_hop import EntityHopWalk, Seed
+from core.filters import parse_filter
 from langchain_bridge.retrievers import from_langchain_document, to_langchain_document
 
 __all__ = ["EntityHopCompressor"]
@@ -49,10 +50,28 @@ class EntityHopCompressor(BaseDocumentCompressor):
 
     walk: EntityHopWalk = Field(description="The walk over the Bridge-RAG index of the corpus.")
     k: int = Field(default=4, ge=1, description="Documents returned (seeds and reached chunks merged).")
+    filter: dict[str, Any] | None = Field(
+        default=None,
+        description="Chroma where-filter: seeds match, and the walk reaches, only chunks that pass.",
+    )
+    """A metadata filter in Chroma's ``where`` syntax, e.g. the tenant's ``{"tenant": "acme"}``
+    that the base retriever applies too: the walk then reaches only that tenant's chunks."""
+
+    @field_validator("filter")
+    @classmethod
+    def _check_filter(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        parse_filter(value)  # a FilterError (a ValueError) says what is wrong
+        return value
 
     @classmethod
     def from_documents(
-        cls, documents: Sequence[Document], *, embedding: Any = None, k: int = 4, **settings: Any
+        cls,
+        documents: Sequence[Document],
+        *,
+        embedding: Any = None,
+        k: int = 4,
+        filter: dict[str, Any] | None = None,
+        **settings: Any,
     ) -> EntityHopCompressor:
         """Indexes the corpus the retriever searches (each document as one or more chunks).
 
@@ -61,16 +80,25 @@ class EntityHopCompressor(BaseDocumentCompressor):
             embedding: A LangChain ``Embeddings`` (the query is embedded once per call);
                 default all-MiniLM-L6-v2.
             k: Documents returned.
+            filter: See the field of that name.
             **settings: :class:`core.strategies.bridge.strategy.BridgeConfig` fields
                 (``chunk_size``, ``link_hops``, ...), or ``persist_directory`` to keep the index.
         """
         docs = [from_langchain_document(d) for d in documents]
-        return cls(walk=EntityHopWalk.from_documents(docs, embedder=embedding, k=k, **settings), k=k)
+        walk = EntityHopWalk.from_documents(docs, embedder=embedding, k=k, **settings)
+        return cls(walk=walk, k=k, filter=filter)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], *, embedding: Any = None, k: int = 4) -> EntityHopCompressor:
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        embedding: Any = None,
+        k: int = 4,
+        filter: dict[str, Any] | None = None,
+    ) -> EntityHopCompressor:
         """Opens a bridge-rag index directory of the same corpus (no rebuild)."""
-        return cls(walk=EntityHopWalk.load(path, embedder=embedding, k=k), k=k)
+        return cls(walk=EntityHopWalk.load(path, embedder=embedding, k=k), k=k, filter=filter)
 
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
@@ -78,7 +106,7 @@ class EntityHopCompressor(BaseDocumentCompressor):
         """The documents and the chunks the walk reaches from them, best first (``k`` of them)."""
         seeds = [Seed(d.id or d.metadata.get("id"), d.page_content) for d in documents]
         out: list[Document] = []
-        for hit in self.walk.expand(query, seeds, self.k):
+        for hit in self.walk.expand(query, seeds, self.k, filter=self.filter):
             original = documents[hit.seed] if hit.seed is not None else None
             if hit.result is None:
                 if original is not None:  # a seed the index does not hold: as retrieved
@@ -86,7 +114,11 @@ class EntityHopCompressor(BaseDocumentCompressor):
                 continue
             doc = to_langchain_document(hit.result)
             if original is not None:  # the retriever's own document, with the walk's provenance
-                meta = {**original.metadata, **doc.metadata}
+                meta = {
+                    **original.metadata,
+                    **self.walk.provenance(hit.result),
+                    "id": doc.id,
+                }  # the chunk matched
                 doc = Document(page_content=original.page_content, metadata=meta, id=original.id or doc.id)
             out.append(doc)
         return out

@@ -8,16 +8,18 @@ merged ranking comes back with the provenance keys of the strategies' retrievers
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import MetadataFilters
 from pydantic import Field, PrivateAttr
 
 from core.entity_hop import EntityHopWalk, Seed
 from core.strategies.common import jsonable
-from llama_index_bridge.retrievers import default_hidden_keys, from_llama_document, hiding, to_node_with_score
+from llama_index_bridge.filters import to_chroma_where
+from llama_index_bridge.retrievers import from_llama_document, hiding, to_node_with_score
 
 __all__ = ["EntityHopPostprocessor"]
 
@@ -47,10 +49,16 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
     (a ``VectorStoreIndex`` retriever in a query engine does), as LlamaIndex's own
     ``SentenceEmbeddingOptimizer`` does; an embedding of another dimension is ignored. Set it
     to False when the retriever embeds with another model of the same dimension."""
+    filters: MetadataFilters | None = Field(
+        default=None, description="Metadata filters: the walk keeps to the chunks that pass them."
+    )
+    """LlamaIndex metadata filters, as the retriever before this step takes them (a tenant's):
+    seeds match, and the walk reaches, only chunks that pass them."""
     _walk: EntityHopWalk = PrivateAttr()
 
     def __init__(self, walk: EntityHopWalk, top_n: int = 4, **kwargs: Any) -> None:
         super().__init__(top_n=top_n, **kwargs)  # type: ignore[call-arg]  # a field of this subclass
+        to_chroma_where(self.filters)  # an operator Chroma cannot express fails here
         self._walk = walk
 
     @classmethod
@@ -78,6 +86,7 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
         embed_model: Any = None,
         top_n: int = 4,
         reuse_query_embedding: bool = True,
+        filters: MetadataFilters | None = None,
         **settings: Any,
     ) -> EntityHopPostprocessor:
         """Indexes the corpus the retriever searches.
@@ -89,12 +98,13 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
                 retriever's embedding.
             top_n: Nodes returned.
             reuse_query_embedding: See the field of that name.
+            filters: See the field of that name.
             **settings: :class:`core.strategies.bridge.strategy.BridgeConfig` fields, or
                 ``persist_directory`` to keep the index.
         """
         docs = [from_llama_document(d) for d in documents]
         walk = EntityHopWalk.from_documents(docs, embedder=embed_model, k=top_n, **settings)
-        return cls(walk, top_n, reuse_query_embedding=reuse_query_embedding)
+        return cls(walk, top_n, reuse_query_embedding=reuse_query_embedding, filters=filters)
 
     @classmethod
     def from_persist_dir(
@@ -104,6 +114,7 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
         embed_model: Any = None,
         top_n: int = 4,
         reuse_query_embedding: bool = True,
+        filters: MetadataFilters | None = None,
     ) -> EntityHopPostprocessor:
         """Opens a bridge-rag index directory of the same corpus (no rebuild).
 
@@ -112,9 +123,10 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
             embed_model: The embedding model the index was built with; default all-MiniLM-L6-v2.
             top_n: Nodes returned.
             reuse_query_embedding: See the field of that name.
+            filters: See the field of that name.
         """
         walk = EntityHopWalk.load(persist_dir, embedder=embed_model, k=top_n)
-        return cls(walk, top_n, reuse_query_embedding=reuse_query_embedding)
+        return cls(walk, top_n, reuse_query_embedding=reuse_query_embedding, filters=filters)
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
@@ -125,29 +137,22 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
         vector = query_bundle.embedding if self.reuse_query_embedding else None
         provenance = self._walk.index.provenance_keys
         out: list[NodeWithScore] = []
-        for hit in self._walk.expand(query_bundle.query_str, seeds, self.top_n, query_vector=vector):
+        where = to_chroma_where(self.filters)  # read at every call: assigning it later takes effect
+        hits = self._walk.expand(query_bundle.query_str, seeds, self.top_n, query_vector=vector, filter=where)
+        for hit in hits:
             original = nodes[hit.seed] if hit.seed is not None else None
             if hit.result is None:
                 if original is not None:  # a seed the index does not hold: as retrieved
                     out.append(original)
             elif original is not None:  # the retriever's own node (a copy), with the walk's provenance
-                out.append(
-                    NodeWithScore(
-                        node=_with_walk_metadata(original.node, hit.result.metadata, provenance),
-                        score=hit.result.score,
-                    )
-                )
+                node = _with_walk_metadata(original.node, self._walk.provenance(hit.result))
+                out.append(NodeWithScore(node=node, score=hit.result.score))
             else:
                 out.append(to_node_with_score(hit.result, provenance_keys=provenance))
         return out
 
 
-def _with_walk_metadata(
-    node: BaseNode, walk_metadata: Mapping[str, Any], provenance: Collection[str]
-) -> BaseNode:
-    """A copy of ``node`` carrying the walk's metadata, the keys it adds kept out of the LLM's view."""
-    added = jsonable(dict(walk_metadata))
-    hidden = [
-        key for key in default_hidden_keys(added, provenance) if key in provenance or key not in node.metadata
-    ]
-    return node.model_copy(update={"metadata": {**node.metadata, **added}, **hiding(node, hidden)})
+def _with_walk_metadata(node: BaseNode, provenance: Mapping[str, Any]) -> BaseNode:
+    """A copy of ``node`` carrying the walk's provenance, kept out of the LLM's view."""
+    added = jsonable(dict(provenance))
+    return node.model_copy(update={"metadata": {**node.metadata, **added}, **hiding(node, list(added))})

@@ -335,3 +335,83 @@ def test_a_tenants_retriever_deletes_within_its_own_filter_whatever_filter_it_is
     )
     assert globex.delete_ref_doc("report.pdf", filter={}) > 0  # an empty filter does not widen it
     assert tenants() == {"initech"}
+
+
+#: Text every tenant's files hold word for word: a seed given by text alone (no id) matches
+#: several tenants' rows, and its shared name links every tenant.
+SHARED = "The Zentor Works opened a mill in Tessel."
+
+
+def test_the_entity_hop_pieces_keep_to_the_callers_filter() -> None:
+    """Seeds, reached chunks and every metadata value of the walk, the compressor and the postprocessor.
+
+    The tenants share a name (``Zentor``) and a text, so an unfiltered walk crosses tenants;
+    with a filter, nothing it returns names what the allowed rows do not.
+    """
+    from langchain_core.documents import Document as LangChainDocument
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+    from core.entity_hop import EntityHopWalk, Seed
+    from langchain_bridge import EntityHopCompressor
+    from llama_index_bridge import EntityHopPostprocessor
+
+    rng = random.Random(31)
+    ids, texts, metas = _corpus(rng)
+    for tenant, first in TENANTS.items():
+        for i, text in enumerate((SHARED, f"{first}ara runs the Zentor Works for {tenant}.")):
+            ids.append(f"{tenant}-zentor-{i}")
+            texts.append(text)
+            metas.append(
+                {"source": "zentor.md", "tenant": tenant, "_tenant": tenant, "tier": 0, "start_index": 0}
+            )
+    store = ChunkStore.ephemeral(unique_name("tenant-hop"))
+    store.add(ids, texts, wiring_embedder().embed_documents(texts), metas)
+    walk = EntityHopWalk.from_store(
+        store, embedder=wiring_embedder(), k=K, entity_extractor=RuleBasedEntityExtractor()
+    )
+    crossed = checked = 0
+    for _ in range(200):
+        where = _random_filter(rng)
+        allowed = store.collection.get(where=where, include=["documents"])
+        allowed_texts = allowed["documents"] or []
+        if not allowed_texts:
+            continue
+        query = rng.choice([_query(rng), "Who runs the Zentor Works?"])
+        chosen = rng.sample(allowed_texts, min(2, len(allowed_texts)))
+        seeds = [Seed(None, SHARED), *(Seed(None, t) for t in chosen)]
+        may_name = _markers(" ".join(allowed_texts)) | _markers(query)
+        unfiltered = walk.expand(query, seeds, K)
+        crossed += any(_markers(h.result.text) - may_name for h in unfiltered if h.result is not None)
+        outputs = [
+            [
+                (h.result.text, h.result.metadata)
+                for h in walk.expand(query, seeds, K, filter=where)
+                if h.result is not None
+            ]
+        ]
+        compressor = EntityHopCompressor(walk=walk, k=K, filter=where)
+        outputs.append(
+            [
+                (d.page_content, d.metadata)
+                for d in compressor.compress_documents([LangChainDocument(s.text) for s in seeds], query)
+            ]
+        )
+        llama_filters = _simple_llama_filters(where)
+        if llama_filters is not None:
+            post = EntityHopPostprocessor(walk, K, filters=llama_filters)
+            nodes = [NodeWithScore(node=TextNode(text=s.text), score=1.0) for s in seeds]
+            outputs.append(
+                [
+                    (n.node.get_content(), n.node.metadata)
+                    for n in post.postprocess_nodes(nodes, QueryBundle(query))
+                ]
+            )
+        for out in outputs:
+            checked += 1
+            for text, meta in out:
+                leaked = (_markers(text) | {m for s in _strings(meta) for m in _markers(s)}) - may_name
+                assert not leaked, (
+                    f"filter {where} query {query!r} returned {sorted(leaked)} in {text[:200]!r}"
+                )
+    assert checked >= 400
+    assert crossed > 0, "without a filter the walk crosses tenants, so the test can fail"
