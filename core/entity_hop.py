@@ -144,7 +144,7 @@ class EntityHopWalk:
         k: int | None = None,
         *,
         query_vector: Any = None,
-        filter: Mapping[str, Any] | MetadataFilter | None = None,
+        filter: Mapping[str, Any] | None = None,
     ) -> list[HopHit]:
         """The seeds and the chunks the walk reaches from them, merged, best first.
 
@@ -155,8 +155,8 @@ class EntityHopWalk:
             query_vector: The query's embedding, when the first retriever already computed it
                 with the index's model (it is scaled to unit length); one of another
                 dimension, or None, and the query is embedded here.
-            filter: A metadata filter in Chroma's ``where`` syntax: seeds match, and the walk
-                reaches, only chunks that pass it (a seed matching none keeps its rank).
+            filter: A metadata filter in Chroma's ``where`` syntax (a tenant's): seeds match, and
+                the walk reaches, only chunks that pass it (a seed matching none keeps its rank).
 
         Returns:
             At most ``k`` hits: seeds the index holds and reached chunks ranked by cosine plus
