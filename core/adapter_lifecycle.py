@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from core.adapters import check_option, check_strategy_type, lift_option, split_fields
 from core.strategies.base import Strategy, check_k
+from core.strategies.lifecycle import IndexLifecycle, retrieve_options_of
 from core.types import Document
 
 __all__ = ["StrategyAdapter"]
@@ -96,12 +97,14 @@ class StrategyAdapter:
         own, rest = split_fields(
             settings, (*cls.option_fields, *cls.own_keywords), cls.build_fields if build else ()
         )
+        # What the retriever would refuse is refused before the index is built (and written).
+        cls._checked({**top, **own, "search_kwargs": options}, cls._strategy_type())
         if collection_name is not None:
             rest["collection_name"] = collection_name
         return cls(strategy=make(*args, **rest), search_kwargs=options, **top, **own)
 
     @classmethod
-    def _checked(cls, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    def _checked(cls, arguments: Mapping[str, Any], strategy_type: type | None = None) -> dict[str, Any]:
         """The constructor's ``strategy``, ``k``, ``search_kwargs`` and option fields, checked.
 
         ``k`` and option fields given in ``search_kwargs`` move to their fields; an option
@@ -110,6 +113,8 @@ class StrategyAdapter:
 
         Args:
             arguments: The constructor's arguments (the caller's dicts are not modified).
+            strategy_type: The class of the strategy about to be built, checked against
+                before there is one (``arguments`` then holds no ``strategy``).
 
         Returns:
             The arguments, with ``k`` set and ``search_kwargs`` a new dict.
@@ -121,7 +126,9 @@ class StrategyAdapter:
                 given twice with different values.
         """
         out = dict(arguments)
-        strategy = check_strategy_type(cls.strategy_cls, out.get("strategy"), TypeError)
+        strategy = None
+        if strategy_type is None:
+            strategy = check_strategy_type(cls.strategy_cls, out.get("strategy"), TypeError)
         options = dict(out.get("search_kwargs") or {})
         reserved = sorted({"query", *(() if cls.k_in_search_kwargs else ("k",))}.intersection(options))
         if reserved:
@@ -134,11 +141,12 @@ class StrategyAdapter:
         for name, kind in cls.option_fields.items():
             lift_option(out, options, name)
             out[name] = check_option(name, defaults.get(name) if out.get(name) is None else out[name], kind)
-        accepted = getattr(strategy, "retrieve_options", None)
+        owner = strategy_type or type(strategy)
+        accepted = retrieve_options_of(owner) if issubclass(owner, IndexLifecycle) else None
         unknown = sorted(set(options) - set(accepted)) if accepted is not None else []
         if unknown:
             raise ValueError(
-                f"search_kwargs has option(s) {type(strategy).__name__}.retrieve does not take: "
+                f"search_kwargs has option(s) {owner.__name__}.retrieve does not take: "
                 f"{', '.join(unknown)}; it takes {', '.join(accepted or ())}"
             )
         if out.setdefault("k", 4) is None:

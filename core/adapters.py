@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
+from core.store import ChunkStore
 from core.strategies.base import Searchable
 
 __all__ = [
+    "as_chunk_store",
     "check_option",
     "check_strategy_type",
     "chroma_collection",
@@ -101,6 +103,24 @@ def split_fields(
     rest = {name: value for name, value in settings.items() if name not in names}
     rest.update({name: own[name] for name in shared if own.get(name) is not None})
     return own, rest
+
+
+def as_chunk_store(store: Any) -> ChunkStore | None:
+    """The ``store=`` of a load: a ``ChunkStore``, a framework's Chroma store or a chromadb collection.
+
+    Raises:
+        TypeError: Anything else.
+    """
+    if store is None or isinstance(store, ChunkStore):
+        return store
+    if getattr(store, "_collection", None) is not None:  # LangChain Chroma, LlamaIndex ChromaVectorStore
+        return ChunkStore(store._collection)
+    if all(callable(getattr(store, name, None)) for name in ("get", "add", "delete", "count")):
+        return ChunkStore(store)  # a chromadb Collection
+    raise TypeError(
+        "store must be the Chroma collection the index was built over: a langchain_chroma.Chroma, a "
+        f"ChromaVectorStore, a chromadb Collection or a core.store.ChunkStore; got {type(store).__name__}"
+    )
 
 
 def chroma_collection(store: Any, what: str) -> Any:

@@ -19,7 +19,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from core.entity_hop import EntityHopWalk, Seed
 from core.filters import parse_filter
-from langchain_bridge.retrievers import from_langchain_document, to_langchain_document
+from langchain_bridge.retrievers import core_documents, to_langchain_document
 
 __all__ = ["EntityHopCompressor"]
 
@@ -84,7 +84,7 @@ class EntityHopCompressor(BaseDocumentCompressor):
             **settings: :class:`core.strategies.bridge.strategy.BridgeConfig` fields
                 (``chunk_size``, ``link_hops``, ...), or ``persist_directory`` to keep the index.
         """
-        docs = [from_langchain_document(d) for d in documents]
+        docs = core_documents(documents)
         walk = EntityHopWalk.from_documents(docs, embedder=embedding, k=k, **settings)
         return cls(walk=walk, k=k, filter=filter)
 

@@ -21,7 +21,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, model_validator
 
 from core.adapter_lifecycle import StrategyAdapter
-from core.adapters import chroma_collection
+from core.adapters import as_chunk_store, chroma_collection
 from core.embed import LangChainEmbedder
 from core.store import ChunkStore
 from core.strategies.base import Strategy, check_doc_ids
@@ -36,6 +36,7 @@ __all__ = [
     "BubbleRetriever",
     "StrategyRetriever",
     "UMGRetriever",
+    "core_documents",
     "from_langchain_document",
     "to_langchain_document",
 ]
@@ -80,6 +81,21 @@ def from_langchain_document(d: Document) -> CoreDocument:
     if doc_id is None:
         doc_id = metadata.get("id", metadata.get("doc_id"))
     return CoreDocument(text=d.page_content, id=None if doc_id is None else str(doc_id), metadata=metadata)
+
+
+def core_documents(documents: Iterable[Document]) -> list[CoreDocument]:
+    """LangChain documents as core documents.
+
+    Raises:
+        TypeError: A single document or string instead of a list of documents, or an item
+            that is not a LangChain document.
+    """
+    if isinstance(documents, Document | str):
+        raise TypeError(
+            f"expected a list of LangChain Documents, got a single {type(documents).__name__}; "
+            "wrap it in a list"
+        )
+    return [from_langchain_document(d) for d in documents]
 
 
 def _embedder(embedding: Embeddings | None) -> Any:
@@ -230,7 +246,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         """
         return cls._built(
             cls._strategy_type().from_documents,
-            [from_langchain_document(d) for d in documents],
+            core_documents(documents),
             top_k=k,
             search_kwargs=search_kwargs,
             collection_name=collection_name,
@@ -300,7 +316,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         embedding: Embeddings | None = None,
         k: int | None = None,
         search_kwargs: dict[str, Any] | None = None,
-        store: ChunkStore | None = None,
+        store: Any = None,
         **options: Any,
     ) -> Self:
         """Reopens an index saved with ``persist_directory`` or :meth:`save` (nothing re-embedded).
@@ -310,7 +326,8 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
             embedding: The embeddings the index was built with (default all-MiniLM-L6-v2).
             k: Number of results (default 4, or ``search_kwargs["k"]``).
             search_kwargs: Default query options.
-            store: The Chroma collection, when it is not the embedded one under ``path``.
+            store: The Chroma collection (a ``Chroma`` / ``ChromaVectorStore``, a chromadb
+                collection or a ``ChunkStore``), when it is not the embedded one under ``path``.
             **options: The retriever's own fields (None: the index's saved default), and the
                 strategy's load options (``llm``, UMG's ``splade``).
 
@@ -324,7 +341,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
             search_kwargs=search_kwargs,
             build=False,
             embedder=_embedder(embedding),
-            store=store,
+            store=as_chunk_store(store),
             **options,
         )
 
@@ -334,7 +351,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
 
     def add_documents(self, documents: Sequence[Document]) -> list[str]:
         """Indexes more LangChain documents without a rebuild; returns their document ids."""
-        return self._add([from_langchain_document(d) for d in documents])
+        return self._add(core_documents(documents))
 
     def delete_documents(self, ids: Sequence[str], *, filter: Mapping[str, Any] | None = None) -> int:
         """Removes documents by id (or by the ``source`` their chunks carry); returns chunks removed.
@@ -513,7 +530,7 @@ class BubbleRetriever(StrategyRetriever):
             top_k=k,
             search_kwargs=search_kwargs,
             embedder=_embedder(embedding),
-            documents=None if documents is None else [from_langchain_document(d) for d in documents],
+            documents=None if documents is None else core_documents(documents),
             llm=llm,
             show_progress=show_progress,
             **graph_options,

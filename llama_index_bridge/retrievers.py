@@ -31,7 +31,7 @@ from llama_index.core.schema import Document as LlamaDocument
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from core.adapter_lifecycle import StrategyAdapter
-from core.adapters import chroma_collection
+from core.adapters import as_chunk_store, chroma_collection
 from core.embed import LlamaIndexEmbedder
 from core.store import ChunkStore
 from core.strategies.base import COMMON_PROVENANCE_KEYS, Searchable, Strategy, check_k
@@ -432,7 +432,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         embed_model: Any = None,
         similarity_top_k: int | None = None,
         search_kwargs: Mapping[str, Any] | None = None,
-        store: ChunkStore | None = None,
+        store: Any = None,
         **options: Any,
     ) -> Self:
         """Loads an index saved with :meth:`persist` (or built with ``persist_dir``); nothing re-embedded.
@@ -442,7 +442,8 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
             embed_model: The embedding model the index was built with (default all-MiniLM-L6-v2).
             similarity_top_k: Number of results (default 4).
             search_kwargs: Default query options.
-            store: The Chroma collection, when it is not the embedded one under ``persist_dir``.
+            store: The Chroma collection (a ``Chroma`` / ``ChromaVectorStore``, a chromadb
+                collection or a ``ChunkStore``), when it is not the embedded one under ``persist_dir``.
             **options: The retriever's own fields (None: the index's saved default), and the
                 strategy's load options (``llm``, UMG's ``splade``).
 
@@ -456,7 +457,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
             search_kwargs=search_kwargs,
             build=False,
             embedder=_embedder(embed_model),
-            store=store,
+            store=as_chunk_store(store),
             **options,
         )
 

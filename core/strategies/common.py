@@ -82,8 +82,8 @@ def default_store(
     root = Path(persist_directory)
     if (root / index_name).exists():
         raise FileExistsError(
-            f"{str(root)!r} already holds a {label} index; open it with load({str(root)!r}) "
-            "(and add_documents to extend it), or choose another persist directory"
+            f"{str(root)!r} already holds a {label} index; open it (LangChain: load, LlamaIndex: "
+            "from_persist_dir) and add documents to it, or choose another persist directory"
         )
     root.mkdir(parents=True, exist_ok=True)
     return ChunkStore.persistent(root / "chroma", collection_name)
@@ -149,9 +149,15 @@ def store_from_meta(
         raise FileNotFoundError(
             f"no Chroma data for this index under {str(root)!r}; pass store=ChunkStore(...)"
         )
+    if kind == "ephemeral":
+        raise ValueError(
+            "this index was built over an in-memory Chroma collection, which ends with the process "
+            "that made it; in that process pass store=... (the collection), else rebuild with "
+            "persist_directory=... so the chunks are kept"
+        )
     raise ValueError(
-        f"this index was built over a {kind or 'user-provided'} Chroma collection; "
-        "pass store=ChunkStore(collection)"
+        "this index was built over a Chroma collection it was given (not one under its directory); "
+        "pass store=... (that collection, or the vector store holding it)"
     )
 
 

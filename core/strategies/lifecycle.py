@@ -27,6 +27,7 @@ import inspect
 import logging
 import os
 import threading
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -60,9 +61,20 @@ from core.writer_lock import WriterLock
 L = TypeVar("L", bound="IndexLifecycle")
 FloatMatrix = npt.NDArray[np.float32]
 
-__all__ = ["ChunkedIndex", "IndexLifecycle"]
+__all__ = ["ChunkedIndex", "InMemoryStoreWarning", "IndexLifecycle", "retrieve_options_of"]
 
 logger = logging.getLogger("bridge_rag.lifecycle")
+
+
+def retrieve_options_of(strategy_type: type) -> tuple[str, ...]:
+    """The keyword options a strategy class's ``retrieve`` takes (known before anything is built)."""
+    retrieve = getattr(strategy_type, "retrieve")  # noqa: B009  # each strategy declares its own
+    parameters = inspect.signature(retrieve).parameters.values()
+    return tuple(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+class InMemoryStoreWarning(UserWarning):
+    """A save whose chunks live in an in-memory Chroma collection (reopened only in its process)."""
 
 
 class IndexLifecycle(Follows):
@@ -118,9 +130,7 @@ class IndexLifecycle(Follows):
     @property
     def retrieve_options(self) -> tuple[str, ...]:
         """The options ``retrieve`` takes besides the query and ``k``; any other raises TypeError."""
-        retrieve = getattr(self, "retrieve")  # noqa: B009  # each strategy declares its own
-        parameters = inspect.signature(retrieve).parameters.values()
-        return tuple(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+        return retrieve_options_of(type(self))
 
     @property
     def default_k(self) -> int:
@@ -202,7 +212,19 @@ class IndexLifecycle(Follows):
 
         Args:
             path: The index directory.
+
+        Warns:
+            InMemoryStoreWarning: The chunks live in an in-memory Chroma collection: the saved
+                index can be reopened only in this process (``load(path, store=...)``).
         """
+        if self.store is not None and self.store.location.get("kind") == "ephemeral":
+            warnings.warn(
+                "this index's chunks live in an in-memory Chroma collection, which ends with this "
+                f"process: {str(path)!r} can be reopened only here, with store=...; build with "
+                "persist_directory=... to keep the chunks",
+                InMemoryStoreWarning,
+                stacklevel=2,
+            )
         WriterLock.acquire(path, self)  # one writer per index directory
         with self._lock:
             files = {**self._table.to_files(), **self._index_files()}

@@ -985,7 +985,7 @@ def test_save_and_load_through_an_explicit_store(
     assert rag.persist_path is None
     rag.save(tmp_path / "idx")
     assert rag.persist_path == tmp_path / "idx"
-    with pytest.raises(ValueError, match=r"pass store=ChunkStore\(collection\)"):
+    with pytest.raises(ValueError, match=r"in-memory Chroma collection.*pass store="):
         BridgeRAG.load(tmp_path / "idx", embedder=embedder, entity_extractor=extractor)
     wrapped = ChunkStore(rag.store.collection)
     loaded = BridgeRAG.load(tmp_path / "idx", store=wrapped, embedder=embedder, entity_extractor=extractor)

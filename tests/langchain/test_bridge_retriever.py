@@ -534,7 +534,7 @@ def test_bad_constructor_arguments(retriever: BridgeRetriever) -> None:
 def test_bad_build_arguments(lc_demo_docs: list[Document], lc_embeddings: Any, collection_name: str) -> None:
     with pytest.raises(TypeError, match="unknown Bridge-RAG setting"):
         BridgeRetriever.from_documents(lc_demo_docs[:2], embedding=lc_embeddings, chunk_sise=100)
-    with pytest.raises(ValueError, match="BridgeConfig: depth must be >= 0"):
+    with pytest.raises(ValueError, match="depth must be >= 0"):
         BridgeRetriever.from_documents(lc_demo_docs[:2], embedding=lc_embeddings, depth=-1)
     with pytest.raises(ValueError, match="empty corpus"):
         BridgeRetriever.from_documents([], embedding=lc_embeddings, collection_name=collection_name)
@@ -707,3 +707,23 @@ def test_from_vectorstore_wrong_object_is_a_type_error(make_embeddings: Any, kin
     }[kind]
     with pytest.raises(TypeError, match=r"expects a langchain_chroma\.Chroma store"):
         BridgeRetriever.from_vectorstore(wrong)
+
+
+def test_a_bad_retriever_argument_fails_before_the_index_is_written(
+    lc_demo_docs: list[Document], lc_embeddings: Any, tmp_path: Path
+) -> None:
+    """A typo once failed after the build had written the index, and the corrected retry was refused."""
+    for bad in ({"k": 0}, {"search_kwargs": {"score_threshold": 0.3}}, {"include_abstracts": "yes"}):
+        with pytest.raises((TypeError, ValueError)):
+            BridgeRetriever.from_documents(
+                lc_demo_docs[:2],
+                embedding=lc_embeddings,
+                persist_directory=tmp_path,
+                show_progress=False,
+                **bad,
+            )
+        assert not any(tmp_path.iterdir()), bad
+    fixed = BridgeRetriever.from_documents(
+        lc_demo_docs[:2], embedding=lc_embeddings, persist_directory=tmp_path, k=2, show_progress=False
+    )
+    assert fixed.k == 2

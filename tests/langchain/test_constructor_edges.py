@@ -6,8 +6,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain_core.documents import Document
 
+from core.strategies.lifecycle import InMemoryStoreWarning
 from langchain_bridge import BridgeRetriever, ParentPromotionCompressor, UMGRetriever
 
 DOCS = [
@@ -68,3 +70,47 @@ def test_custom_offset_keys_leave_a_field_named_like_the_defaults_alone() -> Non
     assert out.metadata["char_end"] > out.metadata["char_start"]
     assert out.metadata["start_index"] == 3  # the caller's own field, as it was
     assert "end_index" not in out.metadata
+
+
+def test_a_saved_swap_reopens_with_the_store_the_app_has(lc_embeddings: Any, tmp_path: Path) -> None:
+    """``load(store=...)`` takes the app's ``Chroma`` or its collection, not only a ChunkStore."""
+    from langchain_chroma import Chroma
+
+    store = Chroma(
+        collection_name=f"edges-{uuid.uuid4().hex[:8]}",
+        embedding_function=lc_embeddings,
+        persist_directory=str(tmp_path / "app-chroma"),
+    )
+    store.add_documents(DOCS)
+    BridgeRetriever.from_vectorstore(store, show_progress=False).save(tmp_path / "index")
+    with pytest.raises(ValueError, match=r"a Chroma collection it was given .* pass store="):
+        BridgeRetriever.load(tmp_path / "index", embedding=lc_embeddings)
+    question = "Who built the Eiffel Tower?"
+    for given in (store, store._collection):
+        reopened = BridgeRetriever.load(tmp_path / "index", embedding=lc_embeddings, store=given)
+        assert reopened.invoke(question)[0].id == "paris"
+    with pytest.raises(TypeError, match="store must be the Chroma collection"):
+        BridgeRetriever.load(tmp_path / "index", embedding=lc_embeddings, store=str(tmp_path))
+
+
+def test_saving_an_in_memory_index_warns_that_it_reopens_only_in_this_process(
+    lc_embeddings: Any, tmp_path: Path
+) -> None:
+    retriever = BridgeRetriever.from_documents(DOCS, embedding=lc_embeddings, show_progress=False)
+    with pytest.warns(InMemoryStoreWarning, match="persist_directory"):
+        retriever.save(tmp_path / "index")
+    with pytest.raises(ValueError, match="in-memory Chroma collection, which ends with the process"):
+        BridgeRetriever.load(tmp_path / "index", embedding=lc_embeddings)
+
+
+def test_a_single_document_where_a_list_is_expected_is_named(lc_embeddings: Any) -> None:
+    """It was iterated into its fields: 'expected a langchain_core Document, got tuple'."""
+    from langchain_bridge import EntityHopCompressor
+
+    for build in (
+        lambda: BridgeRetriever.from_documents(DOCS[0], embedding=lc_embeddings),  # type: ignore[arg-type]
+        lambda: EntityHopCompressor.from_documents(DOCS[0], embedding=lc_embeddings),  # type: ignore[arg-type]
+        lambda: BridgeRetriever.from_documents("Paris", embedding=lc_embeddings),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(TypeError, match=r"got a single (Document|str); wrap it in a list"):
+            build()
