@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from core.adapters import check_option, check_strategy_type, lift_option, split_fields
+from core.filters import parse_filter
 from core.strategies.base import Strategy, check_k
 from core.strategies.lifecycle import IndexLifecycle, retrieve_options_of
 from core.types import Document
@@ -44,6 +45,8 @@ class StrategyAdapter:
     top_k_keyword: ClassVar[str] = "k"
     #: Whether ``search_kwargs`` may spell the number of results ``{"k": n}`` (LangChain's way).
     k_in_search_kwargs: ClassVar[bool] = True
+    #: Options the framework itself reads from a query's keyword arguments (never the strategy's).
+    ignored_options: ClassVar[frozenset[str]] = frozenset()
 
     if TYPE_CHECKING:
         strategy: Any
@@ -143,7 +146,7 @@ class StrategyAdapter:
             out[name] = check_option(name, defaults.get(name) if out.get(name) is None else out[name], kind)
         owner = strategy_type or type(strategy)
         accepted = retrieve_options_of(owner) if issubclass(owner, IndexLifecycle) else None
-        unknown = sorted(set(options) - set(accepted)) if accepted is not None else []
+        unknown = sorted(set(options) - {*accepted, *cls.ignored_options}) if accepted is not None else []
         if unknown:
             raise ValueError(
                 f"search_kwargs has option(s) {owner.__name__}.retrieve does not take: "
@@ -195,7 +198,9 @@ class StrategyAdapter:
 
         A caller's filter narrows a tenant's retriever; it never widens it (``filter={}`` too).
         """
-        where = [dict(f) for f in (own, filter) if f]
+        where = [
+            parsed.where for parsed in map(parse_filter, (own, filter)) if parsed is not None and parsed.where
+        ]
         removed: int = self.strategy.delete_documents(
             ids, filter=None if not where else where[0] if len(where) == 1 else {"$and": where}
         )

@@ -174,13 +174,13 @@ class EntityHopWalk:
             qv = idx.embedder.embed_query(text)  # the one query embedding this step adds
         return list(follows_writer(_walk)(idx, self, text, qv, seeds, n, flt))
 
-    def provenance(self, result: Retrieved) -> dict[str, Any]:
-        """What the walk says of a hit (``found_by``, ``score``, ``hop``, ..., and the ``doc_id`` matched).
+    def provenance(self, result: Retrieved, own: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """What the walk says of a hit: ``found_by``, ``score``, ``hop``, ..., and the ``doc_id`` matched.
 
-        A seed's own metadata (the first retriever's document) stays as it is, with these added;
-        the matched row's other metadata is not copied onto it.
+        For a seed with metadata ``own`` (the first retriever's document): the keys to set on
+        it. Its own ``doc_id`` stays; the matched row's other metadata is not copied onto it.
         """
-        keys = self.index.provenance_keys | {DOC_ID_KEY}
+        keys = self.index.provenance_keys | ({DOC_ID_KEY} if DOC_ID_KEY not in (own or {}) else set())
         return {key: value for key, value in result.metadata.items() if key in keys}
 
     def _rows_of(self, seed: Seed, passing: Any) -> list[int]:

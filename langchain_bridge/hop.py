@@ -116,7 +116,7 @@ class EntityHopCompressor(BaseDocumentCompressor):
             if original is not None:  # the retriever's own document, with the walk's provenance
                 meta = {
                     **original.metadata,
-                    **self.walk.provenance(hit.result),
+                    **self.walk.provenance(hit.result, original.metadata),
                     "id": doc.id,
                 }  # the chunk matched
                 doc = Document(page_content=original.page_content, metadata=meta, id=original.id or doc.id)

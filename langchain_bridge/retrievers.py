@@ -41,10 +41,6 @@ __all__ = [
     "to_langchain_document",
 ]
 
-#: Keyword arguments LangChain's ``invoke`` leaves in ``**kwargs`` for its own use; they are
-#: not search options and are never forwarded to the strategy.
-_LANGCHAIN_KWARGS = frozenset({"verbose"})
-
 
 def to_langchain_document(r: Retrieved) -> Document:
     """Converts a core retrieval result into a LangChain document.
@@ -148,6 +144,8 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     no_strategy_hint: ClassVar[str] = "build one yourself and pass it as strategy=..."
+    #: What LangChain's ``invoke`` leaves in ``**kwargs`` for its own use: never a search option.
+    ignored_options: ClassVar[frozenset[str]] = frozenset({"verbose"})
 
     strategy: Any
     """The core strategy results come from (meets ``core.strategies.Searchable``)."""
@@ -189,7 +187,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         """
         options = self._field_options() | self.search_kwargs
         options.update({key: value for key, value in kwargs.items() if value is not None})
-        for name in _LANGCHAIN_KWARGS:
+        for name in self.ignored_options:
             options.pop(name, None)
         k = options.pop("k", self.k)
         results: list[Retrieved] = self.strategy.retrieve(query, k=k, **options)

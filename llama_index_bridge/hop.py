@@ -80,14 +80,7 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
 
     @classmethod
     def from_defaults(
-        cls,
-        documents: Sequence[BaseNode],
-        *,
-        embed_model: Any = None,
-        top_n: int = 4,
-        reuse_query_embedding: bool = True,
-        filters: MetadataFilters | None = None,
-        **settings: Any,
+        cls, documents: Sequence[BaseNode], *, embed_model: Any = None, top_n: int = 4, **settings: Any
     ) -> EntityHopPostprocessor:
         """Indexes the corpus the retriever searches.
 
@@ -97,24 +90,18 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
                 embedded at most once per call, not at all when the bundle carries the
                 retriever's embedding.
             top_n: Nodes returned.
-            reuse_query_embedding: See the field of that name.
-            filters: See the field of that name.
-            **settings: :class:`core.strategies.bridge.strategy.BridgeConfig` fields, or
-                ``persist_directory`` to keep the index.
+            **settings: This postprocessor's fields (``reuse_query_embedding``, ``filters``,
+                ``callback_manager``), :class:`core.strategies.bridge.strategy.BridgeConfig`
+                fields, or ``persist_directory`` to keep the index.
         """
+        fields = {name: settings.pop(name) for name in list(settings) if name in cls.model_fields}
         docs = [from_llama_document(d) for d in documents]
         walk = EntityHopWalk.from_documents(docs, embedder=embed_model, k=top_n, **settings)
-        return cls(walk, top_n, reuse_query_embedding=reuse_query_embedding, filters=filters)
+        return cls(walk, top_n, **fields)
 
     @classmethod
     def from_persist_dir(
-        cls,
-        persist_dir: str | os.PathLike[str],
-        *,
-        embed_model: Any = None,
-        top_n: int = 4,
-        reuse_query_embedding: bool = True,
-        filters: MetadataFilters | None = None,
+        cls, persist_dir: str | os.PathLike[str], *, embed_model: Any = None, top_n: int = 4, **fields: Any
     ) -> EntityHopPostprocessor:
         """Opens a bridge-rag index directory of the same corpus (no rebuild).
 
@@ -122,11 +109,19 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
             persist_dir: The index directory (``bridge-rag index`` or ``persist_directory``).
             embed_model: The embedding model the index was built with; default all-MiniLM-L6-v2.
             top_n: Nodes returned.
-            reuse_query_embedding: See the field of that name.
-            filters: See the field of that name.
+            **fields: This postprocessor's fields (``reuse_query_embedding``, ``filters``,
+                ``callback_manager``).
+
+        Raises:
+            TypeError: A keyword that is not one of its fields.
         """
+        unknown = sorted(set(fields) - set(cls.model_fields))
+        if unknown:
+            raise TypeError(
+                f"EntityHopPostprocessor has no field {unknown}; its fields: {sorted(cls.model_fields)}"
+            )
         walk = EntityHopWalk.load(persist_dir, embedder=embed_model, k=top_n)
-        return cls(walk, top_n, reuse_query_embedding=reuse_query_embedding, filters=filters)
+        return cls(walk, top_n, **fields)
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
@@ -145,7 +140,9 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
                 if original is not None:  # a seed the index does not hold: as retrieved
                     out.append(original)
             elif original is not None:  # the retriever's own node (a copy), with the walk's provenance
-                node = _with_walk_metadata(original.node, self._walk.provenance(hit.result))
+                node = _with_walk_metadata(
+                    original.node, self._walk.provenance(hit.result, original.node.metadata)
+                )
                 out.append(NodeWithScore(node=node, score=hit.result.score))
             else:
                 out.append(to_node_with_score(hit.result, provenance_keys=provenance))

@@ -66,10 +66,18 @@ __all__ = ["ChunkedIndex", "InMemoryStoreWarning", "IndexLifecycle", "retrieve_o
 logger = logging.getLogger("bridge_rag.lifecycle")
 
 
-def retrieve_options_of(strategy_type: type) -> tuple[str, ...]:
-    """The keyword options a strategy class's ``retrieve`` takes (known before anything is built)."""
+def retrieve_options_of(strategy_type: type) -> tuple[str, ...] | None:
+    """The keyword options a strategy class's ``retrieve`` takes (known before anything is built).
+
+    None when that ``retrieve`` is not bridge-rag's own and takes ``**kwargs``: a subclass's
+    override may pass any option on.
+    """
     retrieve = getattr(strategy_type, "retrieve")  # noqa: B009  # each strategy declares its own
     parameters = inspect.signature(retrieve).parameters.values()
+    if not str(getattr(retrieve, "__module__", "")).startswith("core.") and any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters
+    ):
+        return None
     return tuple(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
 
 
@@ -130,7 +138,9 @@ class IndexLifecycle(Follows):
     @property
     def retrieve_options(self) -> tuple[str, ...]:
         """The options ``retrieve`` takes besides the query and ``k``; any other raises TypeError."""
-        return retrieve_options_of(type(self))
+        retrieve = getattr(self, "retrieve")  # noqa: B009  # each strategy declares its own
+        parameters = inspect.signature(retrieve).parameters.values()
+        return tuple(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
 
     @property
     def default_k(self) -> int:

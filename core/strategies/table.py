@@ -187,7 +187,8 @@ class ChunkTable:
         A name is a document id, or a ``doc_id`` / ``source`` / ``ref_doc_id`` /
         ``document_id`` its chunks carry (:data:`core.strategies.common.DOCUMENT_NAME_KEYS`):
         two tenants' ``report.pdf`` are two documents (``report.pdf#...``) that both carry the
-        name ``report.pdf``.
+        name ``report.pdf``. A document's id names that document alone, unless the filter
+        leaves none of it (another tenant's id): it is then read as a name.
 
         Args:
             names: Document ids or names.
@@ -202,12 +203,18 @@ class ChunkTable:
                 how to name one). Documents that agree (the nodes LlamaIndex parsed from one
                 document, inserted one by one) are all removed.
         """
-        wanted = set(names)  # a document's id may also be the name another document carries
-        by_name: dict[str, set[str]] = {n: {n} for n in wanted if n in self.doc_rows}
-        for r in np.flatnonzero(self.alive).tolist():
-            meta = self.rows.metadatas[r]
-            for name in wanted.intersection(str(meta[k]) for k in DOCUMENT_NAME_KEYS if k in meta):
-                by_name.setdefault(name, set()).add(self.rows.doc_ids[r])
+        mask = self.live_mask(flt)
+        # A document's id names that document, unless the filter leaves none of it (another
+        # tenant's): then, as any other name, it names the documents whose chunks carry it.
+        by_name = {
+            n: {n} for n in set(names) if n in self.doc_rows and any(mask[r] for r in self.doc_rows[n])
+        }
+        wanted = set(names) - set(by_name)
+        if wanted:
+            for r in np.flatnonzero(mask).tolist():
+                meta = self.rows.metadatas[r]
+                for name in wanted.intersection(str(meta[k]) for k in DOCUMENT_NAME_KEYS if k in meta):
+                    by_name.setdefault(name, set()).add(self.rows.doc_ids[r])
         if flt is None:  # documents that carry one name and disagree on metadata: whose?
             shared = {
                 n: docs for n, docs in by_name.items() if len({self._metadata_key(d) for d in docs}) > 1
@@ -219,12 +226,8 @@ class ChunkTable:
                     f"{', '.join(sorted(docs))}); delete one by its id, or pass filter=... (e.g. "
                     "the tenant's) to delete only the chunks that pass it"
                 )
-        docs = {d for ds in by_name.values() for d in ds}
-        rows = self.rows_of(docs)
-        if flt is not None and rows:
-            mask = self.live_mask(flt)
-            rows = [r for r in rows if mask[r]]
-        return rows
+        rows = self.rows_of({d for ds in by_name.values() for d in ds})
+        return [r for r in rows if mask[r]] if flt is not None else rows
 
     def _metadata_key(self, doc: str) -> str:
         """What a document's chunks share (:func:`~core.strategies.common.document_key`)."""

@@ -114,3 +114,39 @@ def test_a_single_document_where_a_list_is_expected_is_named(lc_embeddings: Any)
     ):
         with pytest.raises(TypeError, match=r"got a single (Document|str); wrap it in a list"):
             build()
+
+
+def test_a_custom_strategy_that_passes_options_on_keeps_its_search_kwargs(lc_embeddings: Any) -> None:
+    """A subclass whose retrieve takes **options may accept any option: nothing is refused for it."""
+    from core.strategies.bridge import BridgeRAG
+    from core.types import Document as CoreDocument
+    from langchain_bridge import StrategyRetriever
+
+    class Boosted(BridgeRAG):
+        def retrieve(self, query: str, k: int | None = None, **options: Any) -> Any:
+            options.pop("boost", None)
+            return super().retrieve(query, k, **options)
+
+    rag = Boosted.from_documents(
+        [CoreDocument(d.page_content, id=d.id, metadata={"tenant": d.id}) for d in DOCS],
+        embedder=lc_embeddings,
+        show_progress=False,
+    )
+    retriever = StrategyRetriever(strategy=rag, search_kwargs={"boost": 2, "filter": {"tenant": "rome"}})
+    assert [d.metadata["tenant"] for d in retriever.invoke("Who built it?")] == ["rome"]
+
+
+def test_a_delete_takes_parsed_filters_too(lc_embeddings: Any) -> None:
+    from core.filters import parse_filter
+    from core.strategies.bridge import BridgeRAG
+    from core.types import Document as CoreDocument
+    from langchain_bridge import StrategyRetriever
+
+    rag = BridgeRAG.from_documents(
+        [CoreDocument(d.page_content, id=d.id, metadata={"tenant": "a"}) for d in DOCS],
+        embedder=lc_embeddings,
+        show_progress=False,
+    )
+    tenant = StrategyRetriever(strategy=rag, search_kwargs={"filter": parse_filter({"tenant": "a"})})
+    assert tenant.delete_documents(["paris"], filter=parse_filter({"tenant": {"$ne": "b"}})) == 1
+    assert tenant.delete_documents(["rome"]) == 1

@@ -114,3 +114,11 @@ def test_a_seed_naming_a_chunked_document_stands_for_its_chunk_nearest_the_query
     assert out[0].metadata["found_by"] == "retriever"
     assert out[0].metadata["id"] == "long::1"  # the chunk about the song, not the bakery
     assert "composer" in [d.metadata.get("doc_id") for d in out[1:]]
+
+
+def test_a_seed_keeps_its_own_doc_id(compressor: EntityHopCompressor) -> None:
+    seed = Document(CHUNKS[0].page_content, metadata={"doc_id": "paper-7", "retriever": "bm25"})
+    (first, *_) = compressor.compress_documents([seed], QUESTION)
+    assert first.metadata["found_by"] == "retriever"
+    assert first.metadata["doc_id"] == "paper-7"  # the walk's matched doc_id once replaced it
+    assert first.metadata["retriever"] == "bm25"

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from llama_index.core import VectorStoreIndex
+from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
 from llama_index_bridge import EntityHopPostprocessor
@@ -49,6 +50,11 @@ def test_unknown_nodes_pass_and_a_query_is_required(li_embed_model: Any, tmp_pat
         tmp_path / "bridge", embed_model=li_embed_model, top_n=2, reuse_query_embedding=False
     )
     assert not reopened.reuse_query_embedding
+    manager = CallbackManager([])
+    traced = EntityHopPostprocessor.from_persist_dir(
+        tmp_path / "bridge", embed_model=li_embed_model, callback_manager=manager
+    )
+    assert traced.callback_manager is manager
     with pytest.raises(TypeError, match="reuse_query_embeding"):
         EntityHopPostprocessor.from_persist_dir(tmp_path / "bridge", reuse_query_embeding=False)
     assert hop.reuse_query_embedding
