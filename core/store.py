@@ -771,6 +771,20 @@ class ChunkStore:
     # ----------------------------------------------------------------- description
 
     @property
+    def in_memory(self) -> bool:
+        """Whether the chunks live only in this process: an ephemeral client's, or a wrapped one's."""
+        kind = self._location.get("kind")
+        if kind != "collection" or self._collection is None:
+            return kind == "ephemeral"
+        api: Any = getattr(self._collection, "_client", None)
+        settings = api.get_settings() if hasattr(api, "get_settings") else None
+        return (
+            settings is not None
+            and not settings.is_persistent
+            and "fastapi" not in str(settings.chroma_api_impl).lower()  # an HTTP client's server keeps them
+        )
+
+    @property
     def is_deferred(self) -> bool:
         """True for a :meth:`deferred` store whose collection is not open yet."""
         return self._collection is None and self._opener is not None

@@ -227,7 +227,7 @@ class IndexLifecycle(Follows):
             InMemoryStoreWarning: The chunks live in an in-memory Chroma collection: the saved
                 index can be reopened only in this process (``load(path, store=...)``).
         """
-        if self.store is not None and self.store.location.get("kind") == "ephemeral":
+        if self.store is not None and self.store.in_memory:
             warnings.warn(
                 "this index's chunks live in an in-memory Chroma collection, which ends with this "
                 f"process: {str(path)!r} can be reopened only here, with store=...; build with "

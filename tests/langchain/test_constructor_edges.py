@@ -99,6 +99,12 @@ def test_saving_an_in_memory_index_warns_that_it_reopens_only_in_this_process(
     retriever = BridgeRetriever.from_documents(DOCS, embedding=lc_embeddings, show_progress=False)
     with pytest.warns(InMemoryStoreWarning, match="persist_directory"):
         retriever.save(tmp_path / "index")
+    from langchain_chroma import Chroma
+
+    app_store = Chroma(collection_name=f"edges-{uuid.uuid4().hex[:8]}", embedding_function=lc_embeddings)
+    app_store.add_documents(DOCS)  # the app's own in-memory store
+    with pytest.warns(InMemoryStoreWarning):
+        BridgeRetriever.from_vectorstore(app_store, show_progress=False).save(tmp_path / "swap")
     with pytest.raises(ValueError, match="in-memory Chroma collection, which ends with the process"):
         BridgeRetriever.load(tmp_path / "index", embedding=lc_embeddings)
 
