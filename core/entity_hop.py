@@ -191,8 +191,8 @@ class EntityHopWalk:
         elif seed.id is not None and seed.id in table.doc_rows:  # a whole document the index chunked
             rows = list(table.doc_rows[seed.id])
         else:  # the first allowed row with its text (two tenants may hold the same text)
-            rows = [next((r for r in self._rows_by_text(seed.text) if passing[r]), -1)]
-        return [r for r in rows if r >= 0 and passing[r]]
+            rows = [r for r in self._rows_by_text(seed.text) if passing[r]][:1]
+        return [r for r in rows if passing[r]]
 
     def _rows_by_text(self, text: str) -> list[int]:
         """The live rows holding ``text`` (spacing folded), in row order.

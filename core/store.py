@@ -276,16 +276,22 @@ def _client_of(collection: Any) -> Any:
     In-process clients with the same settings share their system, and an HTTP client with the
     same settings talks to the same server. None when the collection does not say.
     """
-    api = getattr(collection, "_client", None)
-    if api is None or not hasattr(api, "get_settings"):
+    settings = _client_settings(collection)
+    if settings is None:
         return None
     from chromadb.api.client import Client
 
     return Client(
         tenant=getattr(collection, "tenant", "default_tenant"),
         database=getattr(collection, "database", "default_database"),
-        settings=api.get_settings(),
+        settings=settings,
     )
+
+
+def _client_settings(collection: Any) -> Any:
+    """The settings of the Chroma client behind a collection, or None when it does not say."""
+    api = getattr(collection, "_client", None)
+    return api.get_settings() if api is not None and hasattr(api, "get_settings") else None
 
 
 def _find_collection(client: Any, name: str) -> Any:
@@ -776,8 +782,7 @@ class ChunkStore:
         kind = self._location.get("kind")
         if kind != "collection" or self._collection is None:
             return kind == "ephemeral"
-        api: Any = getattr(self._collection, "_client", None)
-        settings = api.get_settings() if hasattr(api, "get_settings") else None
+        settings = _client_settings(self._collection)
         return (
             settings is not None
             and not settings.is_persistent

@@ -363,20 +363,26 @@ def public_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def _hidden_keys_of_node(node_json: Any) -> list[str]:
     """The ``excluded_llm_metadata_keys`` in LlamaIndex's stored node JSON (none if unreadable)."""
-    try:
-        keys = json.loads(node_json).get("excluded_llm_metadata_keys") if isinstance(node_json, str) else None
-    except (ValueError, AttributeError):
-        return []
-    return sorted({str(k) for k in keys}) if isinstance(keys, list) else []
+    node = _json_value(node_json)
+    return sorted(set(_strings(node.get("excluded_llm_metadata_keys")))) if isinstance(node, dict) else []
 
 
 def hidden_keys(metadata: Mapping[str, Any]) -> list[str]:
     """The keys a document asked to keep out of prompts (:data:`HIDDEN_KEYS_KEY`), if any."""
+    return _strings(_json_value(metadata.get(HIDDEN_KEYS_KEY)))
+
+
+def _json_value(text: Any) -> Any:
+    """``text`` parsed as JSON; None when it is not a string or not JSON."""
     try:
-        keys = json.loads(metadata.get(HIDDEN_KEYS_KEY) or "[]")
-    except (TypeError, ValueError):
-        return []
-    return [str(k) for k in keys] if isinstance(keys, list) else []
+        return json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+def _strings(value: Any) -> list[str]:
+    """A JSON list's items as strings (none for anything else)."""
+    return [str(item) for item in value] if isinstance(value, list) else []
 
 
 def doc_id_of(item_id: str, metadata: Mapping[str, Any] | None) -> str:

@@ -78,6 +78,12 @@ def retrieve_options_of(strategy_type: type) -> tuple[str, ...] | None:
         p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters
     ):
         return None
+    return _keyword_options(retrieve)
+
+
+def _keyword_options(retrieve: Any) -> tuple[str, ...]:
+    """The keyword-only parameters of a ``retrieve`` method: the options it takes by name."""
+    parameters = inspect.signature(retrieve).parameters.values()
     return tuple(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
 
 
@@ -138,9 +144,7 @@ class IndexLifecycle(Follows):
     @property
     def retrieve_options(self) -> tuple[str, ...]:
         """The options ``retrieve`` takes besides the query and ``k``; any other raises TypeError."""
-        retrieve = getattr(self, "retrieve")  # noqa: B009  # each strategy declares its own
-        parameters = inspect.signature(retrieve).parameters.values()
-        return tuple(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+        return _keyword_options(getattr(self, "retrieve"))  # noqa: B009  # each strategy declares its own
 
     @property
     def default_k(self) -> int:
