@@ -255,7 +255,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
             chroma_host=args.chroma_host,
             chroma_port=args.chroma_port,
             collection=args.collection,
-            globs=args.glob or (),
+            globs=args.glob,
             progress=False if args.no_progress else None,
             follow_symlinks=args.follow_symlinks,
             max_file_mb=args.max_file_mb,
@@ -311,21 +311,24 @@ def _add_index_and_query(sub: Any) -> None:
         "--glob",
         action="append",
         metavar="PATTERN",
-        help="only read files inside folders whose relative path or name matches (repeatable), e.g. '*.md'",
+        help="only read files inside folders whose relative path or name matches (repeatable), e.g. '*.md'; "
+        "--update keeps the index's patterns unless given ('*' reads every file)",
     )
     index.add_argument(
         "--follow-symlinks",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="also read the files and folders that symlinks inside the folders lead to outside them "
-        "(by default skipped with a warning; links to places inside a folder are never followed)",
+        "(by default skipped with a warning; links to places inside a folder are never followed); "
+        "--update keeps the index's choice unless given",
     )
     index.add_argument(
         "--max-file-mb",
         type=_megabytes,
-        default=DEFAULT_MAX_FILE_MB,
+        default=None,
         metavar="MB",
         help=f"skip files larger than this many MB (of 2^20 bytes), with a warning "
-        f"(default {DEFAULT_MAX_FILE_MB:g})",
+        f"(default {DEFAULT_MAX_FILE_MB:g}; --update keeps the index's limit unless given)",
     )
     index.add_argument("--no-progress", action="store_true", help="no progress bars")
     index.set_defaults(func=_cmd_index)

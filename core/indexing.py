@@ -12,6 +12,7 @@ at any point is repaired by the next ``--update``.
 from __future__ import annotations
 
 import inspect
+import math
 import shutil
 import sys
 import time
@@ -32,7 +33,7 @@ from core.files import (
     read_file,
 )
 from core.persist import current_generation
-from core.sources import SourceEntry, SourcesRecord, read_sources, write_sources
+from core.sources import ReadSettings, SourceEntry, SourcesRecord, read_sources, write_sources
 from core.terminal import strip_terminal_controls
 from core.types import Document
 
@@ -78,7 +79,12 @@ class IndexOptions:
         globs: Patterns a file inside a folder must match.
         progress: Show progress bars (None: when stderr is a terminal).
         follow_symlinks: Also read what symlinks inside the folders lead to outside them.
-        max_file_mb: Skip files larger than this many megabytes (None: no limit).
+        max_file_mb: Skip files larger than this many megabytes (``math.inf``: no limit).
+
+    ``globs``, ``follow_symlinks`` and ``max_file_mb`` left None take, for a new index, the
+    defaults (every supported file, no symlink out of a folder, :data:`DEFAULT_MAX_FILE_MB`)
+    and, with ``update``, what the index was built or last updated with (``sources.json``),
+    so that an update never reads files the build was told to leave out.
     """
 
     paths: Sequence[str]
@@ -89,10 +95,20 @@ class IndexOptions:
     chroma_host: str | None = None
     chroma_port: int | None = None
     collection: str | None = None
-    globs: Sequence[str] = ()
+    globs: Sequence[str] | None = None
     progress: bool | None = None
-    follow_symlinks: bool = False
-    max_file_mb: float | None = DEFAULT_MAX_FILE_MB
+    follow_symlinks: bool | None = None
+    max_file_mb: float | None = None
+
+    def reading(self, recorded: ReadSettings | None) -> ReadSettings:
+        """The read settings to use: those given, else ``recorded``'s, else the defaults."""
+        base = recorded or ReadSettings()
+        limit = base.max_file_mb if self.max_file_mb is None else self.max_file_mb
+        return ReadSettings(
+            base.globs if self.globs is None else tuple(self.globs),
+            base.follow_symlinks if self.follow_symlinks is None else self.follow_symlinks,
+            None if limit is None or math.isinf(limit) else limit,
+        )
 
 
 @dataclass
@@ -386,14 +402,16 @@ def _warn(err: TextIO) -> Callable[[str], None]:
     return lambda text: _say(err, f"bridge-rag index: warning: {text}")
 
 
-def _checked_read(options: IndexOptions, paths: Sequence[str], err: TextIO) -> ReadResult:
+def _checked_read(
+    options: IndexOptions, reading: ReadSettings, paths: Sequence[str], err: TextIO
+) -> ReadResult:
     read = read_inputs(
         paths,
-        options.globs,
+        reading.globs,
         progress=_progress(options),
         warn=_warn(err),
-        follow_symlinks=options.follow_symlinks,
-        max_file_mb=options.max_file_mb,
+        follow_symlinks=reading.follow_symlinks,
+        max_file_mb=reading.max_file_mb,
     )
     if read.failures and options.strict:
         names = "; ".join(str(f) for f in read.failures)
@@ -402,6 +420,26 @@ def _checked_read(options: IndexOptions, paths: Sequence[str], err: TextIO) -> R
             "remove them, or run without --strict to index the others"
         )
     return read
+
+
+def _say_recorded(options: IndexOptions, reading: ReadSettings, err: TextIO) -> None:
+    """Names the recorded read settings an update applies without being given them."""
+    default = ReadSettings()
+    kept = []
+    if options.globs is None and reading.globs:
+        kept.append(" ".join(f"--glob {g!r}" for g in reading.globs))
+    if options.follow_symlinks is None and reading.follow_symlinks:
+        kept.append("--follow-symlinks")
+    if options.max_file_mb is None and reading.max_file_mb != default.max_file_mb:
+        kept.append(
+            "no size limit" if reading.max_file_mb is None else f"--max-file-mb {reading.max_file_mb:g}"
+        )
+    if kept:
+        _say(
+            err,
+            f"bridge-rag index: reading the files as the index was built: {', '.join(kept)} "
+            "(give the option to change it)",
+        )
 
 
 def _already_indexed(index_dir: Path) -> str | None:
@@ -433,7 +471,8 @@ def _build(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
             f"{index_dir} {why}; add --update to bring it up to date with your files, "
             "or choose another --index"
         )
-    read = _checked_read(options, options.paths, err)
+    reading = options.reading(None)
+    read = _checked_read(options, reading, options.paths, err)
     docs = read.documents
     if not docs:
         raise CommandError(
@@ -454,6 +493,7 @@ def _build(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
         {},
         "building",
         _store_json(options, store.name if store is not None else options.collection),
+        reading,
     )
     created = not index_dir.exists()
     before = set(index_dir.iterdir()) if not created else set()
@@ -560,14 +600,16 @@ def _update(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary
     paths = list(options.paths) or (record.roots if record is not None else [])
     if not paths:
         raise CommandError(f"{index_dir} has no record of the files it indexed; give them (PATH...)")
-    read = _checked_read(options, paths, err)
+    reading = options.reading(record.reading if record is not None else None)
+    _say_recorded(options, reading, err)
+    read = _checked_read(options, reading, paths, err)
     roots = {str(Path(p).absolute()) for p in paths}
     failed = {f.path.absolute() for f in read.failures}
     failed_sources = {s.source for s in read.scan.files if s.path.absolute() in failed}
     previous = record.sources if record is not None else {}
     plan = plan_update(previous, read.files, failed_sources)
     base = record or SourcesRecord(name, [], {}, "complete", _store_json(options, options.collection))
-    final = SourcesRecord(name, sorted(roots), plan.entries, "complete", base.store)
+    final = SourcesRecord(name, sorted(roots), plan.entries, "complete", base.store, reading)
     if not plan.empty:
         store = _http_store(options, options.collection or str(base.store.get("collection") or f"{name}_rag"))
         write_sources(index_dir, base.journal(plan.pending))

@@ -24,13 +24,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from core.files import sha256_hex
+from core.files import DEFAULT_MAX_FILE_MB, sha256_hex
 from core.persist import atomic_write_bytes, json_from_bytes, json_to_bytes
 
 __all__ = [
     "SOURCES_FILE",
     "SOURCES_FORMAT",
     "SOURCES_VERSION",
+    "ReadSettings",
     "SourceEntry",
     "SourcesRecord",
     "read_sources",
@@ -68,6 +69,47 @@ class SourceEntry:
         return {"root": self.root, "sha256": self.sha256, "ids": list(self.ids)}
 
 
+@dataclass(frozen=True)
+class ReadSettings:
+    """How the files were found and read: an ``--update`` reads them the same way unless told otherwise.
+
+    Attributes:
+        globs: Patterns a file inside a folder must match (empty: every supported file).
+        follow_symlinks: Whether symlinks inside the folders that lead outside them are read.
+        max_file_mb: Files above this many megabytes are skipped (None: no limit).
+    """
+
+    globs: tuple[str, ...] = ()
+    follow_symlinks: bool = False
+    max_file_mb: float | None = DEFAULT_MAX_FILE_MB
+
+    def to_json(self) -> dict[str, Any]:
+        """The settings as JSON data."""
+        return {
+            "globs": list(self.globs),
+            "follow_symlinks": self.follow_symlinks,
+            "max_file_mb": self.max_file_mb,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ReadSettings:
+        """Reads :meth:`to_json`'s output.
+
+        Raises:
+            TypeError: A field of the wrong type.
+        """
+        globs, follow, limit = data["globs"], data["follow_symlinks"], data["max_file_mb"]
+        if not (isinstance(globs, list) and all(isinstance(g, str) for g in globs)) or not isinstance(
+            follow, bool
+        ):
+            raise TypeError("reading")
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int | float) or limit <= 0
+        ):
+            raise TypeError("reading.max_file_mb")
+        return cls(tuple(globs), follow, None if limit is None else float(limit))
+
+
 @dataclass
 class SourcesRecord:
     """The contents of ``sources.json``.
@@ -78,6 +120,7 @@ class SourcesRecord:
         sources: Relative source path -> entry.
         state: ``"complete"``, ``"building"`` (a first build under way) or ``"updating"``.
         store: Where the chunks live: ``{"kind": "embedded"}`` or ``{"kind": "http", ...}``.
+        reading: How the files were read; None in a record written before it was kept.
     """
 
     strategy: str
@@ -85,11 +128,17 @@ class SourcesRecord:
     sources: dict[str, SourceEntry] = field(default_factory=dict)
     state: str = "complete"
     store: dict[str, Any] = field(default_factory=dict)
+    reading: ReadSettings | None = None
 
     def journal(self, pending: Mapping[str, SourceEntry]) -> SourcesRecord:
         """A copy in state ``"updating"`` with the ``pending`` entries over its own."""
         return SourcesRecord(
-            self.strategy, list(self.roots), {**self.sources, **pending}, "updating", dict(self.store)
+            self.strategy,
+            list(self.roots),
+            {**self.sources, **pending},
+            "updating",
+            dict(self.store),
+            self.reading,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -101,6 +150,7 @@ class SourcesRecord:
             "state": self.state,
             "roots": sorted(self.roots),
             "store": self.store,
+            **({} if self.reading is None else {"reading": self.reading.to_json()}),
             "written": datetime.now(UTC).isoformat(timespec="seconds"),
             "sources": {s: e.to_json() for s, e in sorted(self.sources.items())},
         }
@@ -158,6 +208,7 @@ def read_sources(directory: str | os.PathLike[str]) -> SourcesRecord | None:
             sources=sources,
             state=str(data["state"]),
             store=dict(data.get("store") or {}),
+            reading=None if data.get("reading") is None else ReadSettings.from_json(data["reading"]),
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise _damaged(path, f"missing or malformed field {exc}") from None

@@ -724,10 +724,66 @@ def test_update_uses_the_same_rules(
     stored = _stored(index, fake)
     assert "bakery.txt" not in stored  # the index mirrors what a new build would read
     assert "linked.md" not in stored
+    capsys.readouterr()
     assert _index_main("--index", str(index), "--update", "--follow-symlinks") == 0
     stored = _stored(index, fake)
     assert stored["linked.md"] == "# Outside\n\nLinked in later."
+    assert "bakery.txt" not in stored  # the limit the last update was given holds until changed
+    assert "reading the files as the index was built: --max-file-mb 0.01" in capsys.readouterr().err
+    assert _index_main("--index", str(index), "--update", "--max-file-mb", "1") == 0
+    stored = _stored(index, fake)
     assert stored["bakery.txt"] == BAKERY * 100
+    assert "linked.md" in stored  # --follow-symlinks is kept too
+    assert _index_main("--index", str(index), "--update", "--no-follow-symlinks") == 0
+    assert "linked.md" not in _stored(index, fake)
+
+
+def test_update_reads_the_files_as_the_build_was_told(
+    tmp_path: Path, fake: type[JournalFake], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file the build's --glob left out stays out of every later --update that does not change it."""
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    index = tmp_path / "index"
+    assert _index_main(str(corpus), "--strategy", fake.name, "--index", str(index), "--glob", "*.md") == 0
+    built = set(_stored(index, fake))
+    assert built == {"notes/halden.md", "notes/varga.md"}
+    record = read_sources(index)
+    assert record is not None
+    assert record.reading is not None
+    assert record.reading.globs == ("*.md",)
+    (corpus / "notes" / "new.md").write_text("# Nina Rask\n\nNina Rask paints ships.", encoding="utf-8")
+    capsys.readouterr()
+    assert _index_main("--index", str(index), "--update") == 0
+    out, err = capsys.readouterr()
+    assert set(_stored(index, fake)) == built | {"notes/new.md"}  # not bakery.txt nor people.jsonl
+    assert "1 added, 0 changed, 0 deleted, 2 unchanged" in out
+    assert "reading the files as the index was built: --glob '*.md' (give the option to change it)" in err
+    assert _index_main("--index", str(index), "--update", "--glob", "*") == 0  # every file, now recorded
+    assert "bakery.txt" in _stored(index, fake)
+    assert _index_main("--index", str(index), "--update") == 0
+    assert "bakery.txt" in _stored(index, fake)
+
+
+def test_a_record_without_read_settings_still_updates(tmp_path: Path, fake: type[JournalFake]) -> None:
+    """A ``sources.json`` written before the read settings were kept reads with the defaults."""
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    index = tmp_path / "index"
+    _run(corpus, index, fake.name)
+    path = index / SOURCES_FILE
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for reading, works in (
+        (None, True),
+        ({"globs": "*.md", "follow_symlinks": False, "max_file_mb": 1}, False),
+    ):
+        body = {k: v for k, v in data.items() if k not in ("checksum", "reading")}
+        if reading is not None:
+            body["reading"] = reading
+        path.write_bytes(json_to_bytes({**body, "checksum": sha256_hex(json_to_bytes(body))}))
+        if works:
+            assert _run(corpus, index, fake.name, update=True).unchanged == 5
+        else:
+            with pytest.raises(ValueError, match="malformed field"):
+                read_sources(index)
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no os.mkfifo on this platform")
@@ -771,7 +827,8 @@ def test_index_help_documents_the_input_limits(capsys: pytest.CaptureFixture[str
     assert exc.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
     assert (
-        "--follow-symlinks also read the files and folders that symlinks inside the folders lead to" in text
+        "--follow-symlinks, --no-follow-symlinks also read the files and folders that symlinks inside the "
+        "folders lead to" in text
     )
     assert "--max-file-mb MB skip files larger than this many MB (of 2^20 bytes), with a warning" in text
-    assert "(default 100)" in text
+    assert "(default 100; --update keeps the index's limit unless given)" in text
