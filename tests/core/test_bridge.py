@@ -1132,6 +1132,26 @@ def test_add_documents_makes_new_entities_retrievable(small_rag: BridgeRAG) -> N
     assert "marrowick-observatory" in {r.metadata["doc_id"] for r in old}
 
 
+def test_add_documents_refreshes_the_ancestors_of_new_abstracts(small_rag: BridgeRAG) -> None:
+    """A parent speaks for the children it gains: entities, centroid and summary, up to the root."""
+    rag = small_rag
+    n_forest = len(rag.forest)
+    rag.add_documents(NEW_DOCS)
+    for node in range(n_forest, len(rag.forest)):
+        ancestor = rag.forest.parent(node)
+        while ancestor >= 0:
+            kids = [c for c in rag.forest.children(ancestor).tolist() if rag._abs_alive[c]]
+            entities = rag.abstract(ancestor)["entities"]
+            assert entities == list(dict.fromkeys(e for c in kids for e in rag._abs_entities[c]))[:50]
+            centroid = rag._abs_matrix[kids].mean(axis=0)
+            np.testing.assert_allclose(
+                rag._abs_matrix[ancestor], centroid / np.linalg.norm(centroid), atol=1e-6
+            )
+            ancestor = rag.forest.parent(ancestor)
+    parent = rag.forest.parent(n_forest)
+    assert set(rag.abstract(n_forest)["entities"]) <= set(rag.abstract(parent)["entities"])
+
+
 def test_add_documents_with_duplicate_id_leaves_index_unchanged(small_rag: BridgeRAG) -> None:
     rag = small_rag
     state = _state(rag)

@@ -349,8 +349,21 @@ class BridgeRAG(ChunkedIndex):
             if not live.size:
                 self._abs_doc[a] = None  # a document name (a file name) is data of the deleted too
             matrix[a] = _unit_mean(self._table.matrix[live]) if live.size else 0.0
+        self._abs_matrix = self._refresh_ancestors(touched, matrix, writer)
+        self._links = self._links.without_units(~alive)
+
+    def _refresh_ancestors(
+        self, nodes: Sequence[int], matrix: FloatMatrix, writer: AbstractWriter
+    ) -> FloatMatrix:
+        """Recomputes every ancestor of ``nodes`` from its live children, level by level.
+
+        An ancestor gets the mean of its children's vectors (in ``matrix``, changed in place
+        and returned), the union of their entities and the summary of the child nearest its
+        new centroid; one left without live children is blanked. A delete and an add both end
+        here, so a parent always speaks for the children it has.
+        """
         parent = self._parents()
-        level = {int(parent[a]) for a in touched if parent[a] >= 0}
+        level = {int(parent[a]) for a in nodes if parent[a] >= 0}
         while level:
             for node in sorted(level):
                 children = [c for c in np.flatnonzero(parent == node).tolist() if self._abs_alive[c]]
@@ -368,8 +381,7 @@ class BridgeRAG(ChunkedIndex):
                     summary = ""
                 self._abs_summary[node] = summary
             level = {int(parent[n]) for n in level if parent[n] >= 0}
-        self._abs_matrix = matrix
-        self._links = self._links.without_units(~alive)
+        return matrix
 
     # ------------------------------------------------------------------ query
     @follows_writer
@@ -649,6 +661,10 @@ class BridgeRAG(ChunkedIndex):
             self._abs_matrix = np.ascontiguousarray(
                 np.vstack([self._abs_matrix, abs_vectors]), dtype=np.float32
             )
+            if not first_build:  # the parents they joined now speak for them too
+                self._abs_matrix = self._refresh_ancestors(
+                    range(first_abs, first_abs + len(spans)), self._abs_matrix, writer
+                )
             with timed(self.report, "filter"):
                 for j, ents in enumerate(abs_entities):
                     for ent in ents:
