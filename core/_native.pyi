@@ -1,33 +1,16 @@
 """Type stubs for the compiled core (csrc/bindings.cpp)."""
 
 from collections.abc import Iterable, Sequence
-from typing import Literal, TypedDict
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-_Ints = Iterable[int] | npt.NDArray[np.integer]
-_Floats = Iterable[float] | npt.NDArray[np.floating] | npt.NDArray[np.integer]
-
-class _MergedIntervals(TypedDict):  # stub only: the runtime type is core.native.fusion.MergedIntervals
-    group: npt.NDArray[np.int64]
-    start: npt.NDArray[np.int64]
-    end: npt.NDArray[np.int64]
-    score: npt.NDArray[np.float32]
-    best_index: npt.NDArray[np.int64]
-    members: npt.NDArray[np.int64]
-
-class _BubbleResult(TypedDict):  # stub only: the runtime type is core.native.graph.BubbleResult
-    node_offsets: npt.NDArray[np.int64]
-    nodes: npt.NDArray[np.int64]
-    edge_offsets: npt.NDArray[np.int64]
-    edges: npt.NDArray[np.int64]
-    score: npt.NDArray[np.float32]
-    mean_cost: npt.NDArray[np.float32]
-    path_cost: npt.NDArray[np.float32]
-    covered: npt.NDArray[np.uint64]
-    kind: npt.NDArray[np.uint8]
-    meeting_node: npt.NDArray[np.int64]
+# The argument and result types are declared once, in the wrappers that use them.
+from core.native.fusion import FloatsLike as _Floats
+from core.native.fusion import IntsLike as _Ints
+from core.native.fusion import MergedIntervals
+from core.native.graph import BubbleResult
 
 def hash_bytes(data: bytes, seed: int = 0) -> int: ...
 def hash_string(text: str, seed: int = 0) -> int: ...
@@ -42,7 +25,7 @@ def rrf_fuse(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]: ...
 def merge_intervals(
     groups: _Ints, starts: _Ints, ends: _Ints, scores: _Floats, mode: Literal["union", "keep_best"] = "union"
-) -> _MergedIntervals: ...
+) -> MergedIntervals: ...
 
 class CuckooFilter:
     def __init__(
@@ -129,7 +112,7 @@ class Graph:
         max_cegs: int,
         max_path_cost: float,
         within_group_penalty: float,
-    ) -> _BubbleResult: ...
+    ) -> BubbleResult: ...
     def memory_bytes(self) -> int: ...
     def to_bytes(self) -> bytes: ...
     @staticmethod
