@@ -32,7 +32,7 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, RetrieverLike
-from langchain_core.runnables import RunnableConfig, ensure_config, patch_config
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config, patch_config
 from langchain_core.runnables.configurable import DynamicRunnable
 from langchain_core.runnables.utils import ConfigurableFieldSpec, get_unique_config_specs
 from langchain_core.vectorstores import VectorStoreRetriever
@@ -136,13 +136,22 @@ def _direct_scorer(
     return None
 
 
-def _run_options(config: RunnableConfig, runnable: Any) -> dict[str, Any]:
-    """``CallbackManager.configure`` arguments for a run of ``runnable`` under ``config``."""
+def _run_options(config: RunnableConfig, runnable: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``CallbackManager.configure`` arguments for a run of ``runnable``, as ``BaseRetriever.invoke`` has.
+
+    The retriever's LangSmith parameters (``ls_retriever_name``, ``ls_vector_store_provider``,
+    ...) join the run's metadata, so a trace can be filtered by retriever.
+    """
+    ls_params = getattr(runnable, "_get_ls_params", None)
     return {
+        "verbose": kwargs.get("verbose", False),
         "inheritable_callbacks": config.get("callbacks"),
         "inheritable_tags": config.get("tags", []),
         "local_tags": getattr(runnable, "tags", None),
-        "inheritable_metadata": config.get("metadata", {}),
+        "inheritable_metadata": {
+            **(config.get("metadata") or {}),
+            **(ls_params(**kwargs) if callable(ls_params) else {}),
+        },
         "local_metadata": getattr(runnable, "metadata", None),
     }
 
@@ -159,18 +168,16 @@ def _in_run(
     **kwargs: Any,
 ) -> T:
     """``call(run)`` inside a retriever run of ``runnable`` that ends with ``documents(result)``."""
-    manager = CallbackManager.configure(
-        verbose=kwargs.get("verbose", False), **_run_options(config, runnable)
-    )
+    manager = CallbackManager.configure(**_run_options(config, runnable, kwargs))
     run = manager.on_retriever_start(
-        None, query, name=config.get("run_name") or runnable.get_name(), **kwargs
+        None, query, name=config.get("run_name") or runnable.get_name(), run_id=kwargs.get("run_id")
     )
     try:
         result = call(run)
     except Exception as e:
         run.on_retriever_error(e)
         raise
-    run.on_retriever_end(documents(result), **kwargs)
+    run.on_retriever_end(documents(result))
     return result
 
 
@@ -183,18 +190,16 @@ async def _ain_run(
     **kwargs: Any,
 ) -> T:
     """Async :func:`_in_run`."""
-    manager = AsyncCallbackManager.configure(
-        verbose=kwargs.get("verbose", False), **_run_options(config, runnable)
-    )
+    manager = AsyncCallbackManager.configure(**_run_options(config, runnable, kwargs))
     run = await manager.on_retriever_start(
-        None, query, name=config.get("run_name") or runnable.get_name(), **kwargs
+        None, query, name=config.get("run_name") or runnable.get_name(), run_id=kwargs.get("run_id")
     )
     try:
         result = await call(run)
     except Exception as e:
         await run.on_retriever_error(e)
         raise
-    await run.on_retriever_end(documents(result), **kwargs)
+    await run.on_retriever_end(documents(result))
     return result
 
 
@@ -264,6 +269,23 @@ class UncertaintyFusionRetriever(BaseRetriever):
         default=None,
         description="Metadata key identifying a document across lists; default its text.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_list_of_retrievers(cls, data: Any) -> Any:
+        retrievers = data.get("retrievers") if isinstance(data, dict) else None
+        if isinstance(retrievers, Runnable):
+            raise ValueError("retrievers must be a list of retrievers, got a single one; wrap it in a list")
+        if isinstance(retrievers, list | tuple):
+            if not retrievers:
+                raise ValueError("UncertaintyFusionRetriever needs at least one retriever")
+            for i, r in enumerate(retrievers):
+                if not isinstance(r, Runnable) and callable(getattr(r, "as_retriever", None)):
+                    raise ValueError(
+                        f"retrievers[{i}] ({type(r).__name__}) is a vector store, not a retriever; "
+                        "pass store.as_retriever()"
+                    )
+        return data
 
     @model_validator(mode="after")
     def _one_weight_each(self) -> UncertaintyFusionRetriever:

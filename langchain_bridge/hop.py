@@ -19,7 +19,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from core.entity_hop import EntityHopWalk, Seed
 from core.filters import parse_filter
-from langchain_bridge.retrievers import core_documents, to_langchain_document
+from langchain_bridge.retrievers import chroma_store_parts, core_documents, to_langchain_document
 
 __all__ = ["EntityHopCompressor"]
 
@@ -28,7 +28,8 @@ class EntityHopCompressor(BaseDocumentCompressor):
     """The entity-hop walk from a retriever's documents, over an index of the same corpus.
 
     Build it with :meth:`from_documents` (the documents the retriever's store holds, one
-    chunk each as stored) or :meth:`load` (a bridge-rag index directory). A retrieved document
+    chunk each as stored), :meth:`from_vectorstore` (the chunks already in its Chroma store)
+    or :meth:`load` (a bridge-rag index directory). A retrieved document
     is matched to the index by its id, else by its text; one the index does not hold keeps
     its rank.
 
@@ -87,6 +88,30 @@ class EntityHopCompressor(BaseDocumentCompressor):
         docs = core_documents(documents)
         walk = EntityHopWalk.from_documents(docs, embedder=embedding, k=k, **settings)
         return cls(walk=walk, k=k, filter=filter)
+
+    @classmethod
+    def from_vectorstore(
+        cls, vectorstore: Any, *, k: int = 4, filter: dict[str, Any] | None = None, **settings: Any
+    ) -> EntityHopCompressor:
+        """Indexes the chunks already in the base retriever's ``langchain_chroma.Chroma`` store.
+
+        Nothing is re-embedded; the query is embedded with the store's embedding function. The
+        base retriever's documents and the index's chunks are then the same rows, matched by id.
+
+        Args:
+            vectorstore: A ``langchain_chroma.Chroma`` with an embedding function.
+            k: Documents returned.
+            filter: See the field of that name.
+            **settings: :class:`core.strategies.bridge.strategy.BridgeConfig` fields.
+
+        Raises:
+            TypeError: ``vectorstore`` is not a Chroma store.
+            ValueError: The store has no embedding function, or is empty.
+        """
+        store, embedder = chroma_store_parts(vectorstore)
+        return cls(
+            walk=EntityHopWalk.from_store(store, embedder=embedder, k=k, **settings), k=k, filter=filter
+        )
 
     @classmethod
     def load(

@@ -36,6 +36,7 @@ __all__ = [
     "BubbleRetriever",
     "StrategyRetriever",
     "UMGRetriever",
+    "chroma_store_parts",
     "core_documents",
     "from_langchain_document",
     "to_langchain_document",
@@ -91,7 +92,26 @@ def core_documents(documents: Iterable[Document]) -> list[CoreDocument]:
             f"expected a list of LangChain Documents, got a single {type(documents).__name__}; "
             "wrap it in a list"
         )
+    if not isinstance(documents, Iterable):
+        hint = ""
+        if callable(getattr(documents, "as_retriever", None)):
+            hint = "; for the documents already in a Chroma store, use from_vectorstore(store)"
+        raise TypeError(f"expected a list of LangChain Documents, got {type(documents).__name__}{hint}")
     return [from_langchain_document(d) for d in documents]
+
+
+def chroma_store_parts(vectorstore: Any) -> tuple[ChunkStore, LangChainEmbedder]:
+    """A ``langchain_chroma.Chroma`` store's collection and embedding function, read as they are.
+
+    Raises:
+        TypeError: ``vectorstore`` is not a Chroma store.
+        ValueError: The store has no embedding function.
+    """
+    collection = chroma_collection(vectorstore, "from_vectorstore expects a langchain_chroma.Chroma store")
+    embedding = getattr(vectorstore, "embeddings", None)
+    if embedding is None:
+        raise ValueError("the Chroma store has no embedding function; create it with embedding_function=...")
+    return ChunkStore(collection), LangChainEmbedder(embedding)
 
 
 def _embedder(embedding: Embeddings | None) -> Any:
@@ -144,6 +164,8 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     no_strategy_hint: ClassVar[str] = "build one yourself and pass it as strategy=..."
+    #: LangChain's own retriever fields: the ``from_*`` constructors pass them on.
+    own_keywords: ClassVar[tuple[str, ...]] = ("tags", "metadata", "name")
     #: What LangChain's ``invoke`` leaves in ``**kwargs`` for its own use: never a search option.
     ignored_options: ClassVar[frozenset[str]] = frozenset({"verbose"})
 
@@ -287,20 +309,13 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
             TypeError: ``vectorstore`` is not a Chroma store.
             ValueError: The store has no embedding function, or is empty.
         """
-        collection = chroma_collection(
-            vectorstore, "from_vectorstore expects a langchain_chroma.Chroma store"
-        )
-        embedding = getattr(vectorstore, "embeddings", None)
-        if embedding is None:
-            raise ValueError(
-                "the Chroma store has no embedding function; create it with embedding_function=..."
-            )
+        store, embedder = chroma_store_parts(vectorstore)
         return cls._built(
             cls._strategy_type().from_store,
-            ChunkStore(collection),
+            store,
             top_k=k,
             search_kwargs=search_kwargs,
-            embedder=LangChainEmbedder(embedding),
+            embedder=embedder,
             llm=llm,
             show_progress=show_progress,
             **settings,

@@ -53,8 +53,9 @@ def to_chroma_where(filters: MetadataFilters | None) -> dict[str, Any] | None:
         return None
     if not isinstance(filters, MetadataFilters):
         raise TypeError(
-            f"filters must be a llama_index MetadataFilters, got {type(filters).__name__}; "
-            "pass a Chroma where dict through search_kwargs={'filter': ...} instead"
+            f"filters must be a llama_index MetadataFilters, got {type(filters).__name__}: e.g. "
+            "MetadataFilters(filters=[MetadataFilter(key='tenant', value='acme')]) (a retriever also "
+            "takes a Chroma where dict as search_kwargs={'filter': ...})"
         )
     where = _convert(filters)
     if where is None:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, QueryType
 
 from core.confidence_fusion import (
     DEFAULT_SCALING,
@@ -30,6 +30,8 @@ from core.confidence_fusion import (
     check_weights,
     fuse_ranked_lists,
 )
+from core.strategies.base import check_k
+from llama_index_bridge.retrievers import check_query_type, in_base_span
 
 __all__ = ["UncertaintyFusionRetriever"]
 
@@ -44,9 +46,14 @@ class UncertaintyFusionRetriever(BaseRetriever):
         temperature: Softmax temperature of the confidence (on z-scores).
         scaling: An item's contribution: ``"rank"`` (``1 / (1 + rank)``) or ``"minmax"`` (its
             score scaled to [0, 1]); see :mod:`core.confidence_fusion`.
+        id_key: Metadata key identifying a node across lists; default its text (without
+            metadata), so the same passage from two retrievers that give it different node
+            ids is one result, as ``QueryFusionRetriever`` merges it.
         callback_manager: LlamaIndex callbacks.
 
     Raises:
+        TypeError: ``retrievers`` is not a list of retrievers (an index, a vector store, one
+            retriever not in a list), or ``similarity_top_k`` is not an int.
         ValueError: No retrievers, not one weight per retriever, a negative weight, a
             temperature that is not positive, or an unknown ``scaling``.
 
@@ -62,25 +69,48 @@ class UncertaintyFusionRetriever(BaseRetriever):
         similarity_top_k: int | None = None,
         temperature: float = DEFAULT_TEMPERATURE,
         scaling: Scaling = DEFAULT_SCALING,
+        id_key: str | None = None,
         callback_manager: CallbackManager | None = None,
         **kwargs: Any,
     ) -> None:
-        if not retrievers:
-            raise ValueError("UncertaintyFusionRetriever needs at least one retriever")
-        if similarity_top_k is not None and similarity_top_k < 1:
-            raise ValueError(f"similarity_top_k must be >= 1 or None, got {similarity_top_k}")
-        self.retrievers = list(retrievers)
-        self.weights = None if weights is None else check_weights(weights, len(retrievers))
-        self.similarity_top_k = similarity_top_k
+        self.retrievers = _checked_retrievers(retrievers)
+        self.weights = None if weights is None else check_weights(weights, len(self.retrievers))
+        self.similarity_top_k = _checked_top_k(similarity_top_k)
+        self.id_key = id_key
         self.temperature = check_temperature(temperature)
         self.scaling = check_scaling(scaling)
         super().__init__(callback_manager=callback_manager, **kwargs)
 
+    @in_base_span
+    def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
+        """Fuses the retrievers' nodes for a query string or ``QueryBundle``.
+
+        Raises:
+            TypeError: The query is neither a str nor a ``QueryBundle``.
+        """
+        return super().retrieve(check_query_type(str_or_query_bundle))
+
+    @in_base_span
+    async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
+        """Async :meth:`retrieve`: the retrievers run concurrently."""
+        return await super().aretrieve(check_query_type(str_or_query_bundle))
+
+    def _key(self, hit: NodeWithScore, source: int) -> Hashable:
+        if self.id_key is None:
+            return hit.node.get_content(metadata_mode=MetadataMode.NONE)
+        if self.id_key not in hit.node.metadata:
+            raise ValueError(
+                f"a node from retriever {source + 1} has no metadata[{self.id_key!r}]; give every node "
+                "that key, or leave id_key=None to match nodes by their text"
+            )
+        value = hit.node.metadata[self.id_key]
+        return value if isinstance(value, Hashable) else repr(value)
+
     def _fuse(self, results: Sequence[list[NodeWithScore]]) -> list[NodeWithScore]:
-        by_id: dict[str, NodeWithScore] = {}
+        by_id: dict[Hashable, NodeWithScore] = {}
         lists = []
-        for hits in results:
-            keys = [h.node.node_id for h in hits]
+        for source, hits in enumerate(results):
+            keys = [self._key(h, source) for h in hits]
             for key, hit in zip(keys, hits, strict=True):
                 by_id.setdefault(key, hit)
             scores = [h.score for h in hits]
@@ -89,7 +119,7 @@ class UncertaintyFusionRetriever(BaseRetriever):
         fused, _ = fuse_ranked_lists(
             lists, self.weights, temperature=self.temperature, k=self.similarity_top_k, scaling=self.scaling
         )
-        return [NodeWithScore(node=by_id[str(item.key)].node, score=item.score) for item in fused]
+        return [NodeWithScore(node=by_id[item.key].node, score=item.score) for item in fused]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return self._fuse([r.retrieve(dataclasses.replace(query_bundle)) for r in self.retrievers])
@@ -99,6 +129,36 @@ class UncertaintyFusionRetriever(BaseRetriever):
             *(_aretrieved(r, dataclasses.replace(query_bundle)) for r in self.retrievers)
         )
         return self._fuse(list(results))
+
+
+def _checked_retrievers(retrievers: object) -> list[BaseRetriever]:
+    """``retrievers`` as a list, when it is a non-empty sequence of LlamaIndex retrievers.
+
+    Raises:
+        TypeError: One retriever not in a list, or an item that is not a retriever.
+        ValueError: No retrievers.
+    """
+    if isinstance(retrievers, BaseRetriever):
+        raise TypeError("retrievers must be a list of retrievers, got a single one; wrap it in a list")
+    if not isinstance(retrievers, Sequence) or isinstance(retrievers, str):
+        raise TypeError(
+            f"retrievers must be a list of LlamaIndex retrievers, got {type(retrievers).__name__}"
+        )
+    if not retrievers:
+        raise ValueError("UncertaintyFusionRetriever needs at least one retriever")
+    for i, r in enumerate(retrievers):
+        if not isinstance(r, BaseRetriever):
+            hint = "; pass its .as_retriever()" if callable(getattr(r, "as_retriever", None)) else ""
+            raise TypeError(f"retrievers[{i}] ({type(r).__name__}) is not a LlamaIndex retriever{hint}")
+    return list(retrievers)
+
+
+def _checked_top_k(value: object) -> int | None:
+    """``similarity_top_k`` when it is None or a positive int (bounded as every ``k`` is)."""
+    try:
+        return None if value is None else check_k(value, default=1)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"similarity_top_k: {e} (or None for every fused node)") from None
 
 
 async def _aretrieved(retriever: BaseRetriever, query_bundle: QueryBundle) -> list[NodeWithScore]:

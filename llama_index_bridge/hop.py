@@ -14,12 +14,14 @@ from typing import Any, Self
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, field_validator
 
+from core.adapters import chroma_collection
 from core.entity_hop import EntityHopWalk, Seed
+from core.store import ChunkStore
 from core.strategies.common import jsonable
 from llama_index_bridge.filters import to_chroma_where
-from llama_index_bridge.retrievers import from_llama_document, hiding, to_node_with_score
+from llama_index_bridge.retrievers import core_documents, hiding, to_node_with_score
 
 __all__ = ["EntityHopPostprocessor"]
 
@@ -27,8 +29,9 @@ __all__ = ["EntityHopPostprocessor"]
 class EntityHopPostprocessor(BaseNodePostprocessor):
     """The entity-hop walk from a retriever's nodes, over an index of the same corpus.
 
-    Build it with :meth:`from_defaults` (the documents or nodes the retriever's index holds)
-    or :meth:`from_persist_dir` (a bridge-rag index directory). A node is matched to the index
+    Build it with :meth:`from_defaults` (the documents or nodes the retriever's index holds),
+    :meth:`from_vector_store` (the nodes already in its ``ChromaVectorStore``) or
+    :meth:`from_persist_dir` (a bridge-rag index directory). A node is matched to the index
     by its id, else by its text; one the index does not hold keeps its rank.
 
     Example:
@@ -55,6 +58,16 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
     """LlamaIndex metadata filters, as the retriever before this step takes them (a tenant's):
     seeds match, and the walk reaches, only chunks that pass them."""
     _walk: EntityHopWalk = PrivateAttr()
+
+    @field_validator("filters", mode="before")
+    @classmethod
+    def _check_filters(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, MetadataFilters):
+            raise ValueError(
+                f"filters must be a llama_index MetadataFilters, got {type(value).__name__}: e.g. "
+                "MetadataFilters(filters=[MetadataFilter(key='tenant', value='acme')])"
+            )
+        return value
 
     def __init__(self, walk: EntityHopWalk, top_n: int = 4, **kwargs: Any) -> None:
         super().__init__(top_n=top_n, **kwargs)  # type: ignore[call-arg]  # a field of this subclass
@@ -95,9 +108,34 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
                 fields, or ``persist_directory`` to keep the index.
         """
         fields = {name: settings.pop(name) for name in list(settings) if name in cls.model_fields}
-        docs = [from_llama_document(d) for d in documents]
-        walk = EntityHopWalk.from_documents(docs, embedder=embed_model, k=top_n, **settings)
+        walk = EntityHopWalk.from_documents(
+            core_documents(documents), embedder=embed_model, k=top_n, **settings
+        )
         return cls(walk, top_n, **fields)
+
+    @classmethod
+    def from_vector_store(
+        cls, vector_store: Any, *, embed_model: Any = None, top_n: int = 4, **settings: Any
+    ) -> EntityHopPostprocessor:
+        """Indexes the nodes already in the retriever's ``ChromaVectorStore`` (nothing re-embedded).
+
+        The retriever's nodes and the index's chunks are then the same rows, matched by id.
+
+        Args:
+            vector_store: A ``llama_index.vector_stores.chroma.ChromaVectorStore``.
+            embed_model: The embedding model the store was filled with (the store does not know
+                it; the dimensions are checked); default all-MiniLM-L6-v2.
+            top_n: Nodes returned.
+            **settings: As for :meth:`from_defaults` (no ``persist_directory``).
+
+        Raises:
+            TypeError: ``vector_store`` is not a Chroma vector store.
+        """
+        fields = {name: settings.pop(name) for name in list(settings) if name in cls.model_fields}
+        store = ChunkStore(chroma_collection(vector_store, "from_vector_store expects a ChromaVectorStore"))
+        return cls(
+            EntityHopWalk.from_store(store, embedder=embed_model, k=top_n, **settings), top_n, **fields
+        )
 
     @classmethod
     def from_persist_dir(

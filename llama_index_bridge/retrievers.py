@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any, ClassVar, Self
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Self, TypeVar
 
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
@@ -29,6 +29,7 @@ from llama_index.core.schema import (
 )
 from llama_index.core.schema import Document as LlamaDocument
 from llama_index.core.vector_stores.types import MetadataFilters
+from llama_index_instrumentation.dispatcher import DISPATCHER_SPAN_DECORATED_ATTR
 
 from core.adapter_lifecycle import StrategyAdapter
 from core.adapters import as_chunk_store, chroma_collection
@@ -48,9 +49,12 @@ __all__ = [
     "BubbleRetriever",
     "StrategyRetriever",
     "UMGRetriever",
+    "check_query_type",
+    "core_documents",
     "default_hidden_keys",
     "from_llama_document",
     "hiding",
+    "in_base_span",
     "to_node_with_score",
 ]
 
@@ -154,15 +158,48 @@ def from_llama_document(doc: BaseNode) -> CoreDocument:
     return CoreDocument(text=doc.get_content(metadata_mode=MetadataMode.NONE), id=doc.id_, metadata=metadata)
 
 
-def _check_query_type(query: object) -> QueryType:
+def check_query_type(query: object) -> QueryType:
+    """``query`` when it is a str or a ``QueryBundle``.
+
+    Raises:
+        TypeError: Anything else (checked before LlamaIndex's instrumentation sees it, which
+            would raise a pydantic error).
+    """
     if not isinstance(query, str | QueryBundle):
         raise TypeError(f"query must be a str or a llama_index QueryBundle, got {type(query).__name__}")
     return query
 
 
-def _core_documents(documents: BaseNode | Sequence[BaseNode]) -> list[CoreDocument]:
-    """One LlamaIndex document or several, as core documents."""
-    return [from_llama_document(d) for d in ([documents] if isinstance(documents, BaseNode) else documents)]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def in_base_span(method: F) -> F:
+    """Marks an override of ``retrieve`` / ``aretrieve`` as traced by the base method's span.
+
+    LlamaIndex wraps every override of a traced method in a span of its own; an override that
+    only checks its argument and calls ``super()`` would then open two nested spans per call.
+    """
+    setattr(method, DISPATCHER_SPAN_DECORATED_ATTR, True)
+    return method
+
+
+def core_documents(documents: BaseNode | Iterable[BaseNode]) -> list[CoreDocument]:
+    """One LlamaIndex document or several, as core documents.
+
+    Raises:
+        TypeError: Not a document or an iterable of them (an index or a vector store: the
+            message says what to pass).
+    """
+    if isinstance(documents, BaseNode):
+        return [from_llama_document(documents)]
+    if not isinstance(documents, Iterable) or isinstance(documents, str):
+        hint = ""
+        if hasattr(documents, "docstore") or hasattr(documents, "as_retriever"):
+            hint = "; for an index, pass its documents (or list(index.docstore.docs.values()))"
+        elif hasattr(documents, "client") or hasattr(documents, "stores_text"):
+            hint = "; for the nodes already in a ChromaVectorStore, use from_vector_store(vector_store)"
+        raise TypeError(f"expected LlamaIndex documents or nodes, got {type(documents).__name__}{hint}")
+    return [from_llama_document(d) for d in documents]
 
 
 def _embedder(embed_model: Any) -> Any:
@@ -210,8 +247,13 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         ```
     """
 
-    #: LlamaIndex metadata filters are the retriever's, never the strategy's.
-    own_keywords: ClassVar[tuple[str, ...]] = ("filters",)
+    #: The retriever's own constructor keywords: the ``from_*`` constructors pass them on.
+    own_keywords: ClassVar[tuple[str, ...]] = (
+        "filters",
+        "hidden_metadata_keys",
+        "callback_manager",
+        "verbose",
+    )
     top_k_keyword: ClassVar[str] = "similarity_top_k"
     k_in_search_kwargs: ClassVar[bool] = False
 
@@ -219,7 +261,8 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         self,
         strategy: Searchable,
         *,
-        k: int = 4,
+        k: int | None = None,
+        similarity_top_k: int | None = None,
         search_kwargs: Mapping[str, Any] | None = None,
         filters: MetadataFilters | None = None,
         hidden_metadata_keys: Collection[str] | None = None,
@@ -231,7 +274,8 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
 
         Args:
             strategy: The core strategy results come from.
-            k: Number of nodes to return (a positive int).
+            k: Number of nodes to return (a positive int; default 4).
+            similarity_top_k: The same, by LlamaIndex's name (give one of the two).
             search_kwargs: Extra options forwarded to ``strategy.retrieve`` (not ``k`` or
                 ``query``); an option field given here moves to its field. A Chroma ``where``
                 dict may be given as ``{"filter": {...}}``.
@@ -253,7 +297,10 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         unknown = sorted(set(fields) - set(self.option_fields))
         if unknown:
             raise TypeError(f"{type(self).__name__} got unexpected keyword argument(s): {', '.join(unknown)}")
-        checked = self._checked({"strategy": strategy, "k": k, "search_kwargs": search_kwargs, **fields})
+        if k is not None and similarity_top_k is not None and k != similarity_top_k:
+            raise ValueError(f"k={k} and similarity_top_k={similarity_top_k} disagree; give one of them")
+        top = {} if k is None and similarity_top_k is None else {"k": similarity_top_k if k is None else k}
+        checked = self._checked({"strategy": strategy, **top, "search_kwargs": search_kwargs, **fields})
         for name in self.option_fields:
             setattr(self, name, checked[name])
         self.filters = filters  # read at every query: assigning it later takes effect
@@ -273,6 +320,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
     def similarity_top_k(self, value: int) -> None:
         self.k = check_k(value, default=4)
 
+    @in_base_span
     def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
         """Retrieves nodes for a query string or ``QueryBundle``.
 
@@ -280,15 +328,16 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
             TypeError: The query is neither a str nor a ``QueryBundle`` (checked before
                 LlamaIndex's instrumentation sees it, which would raise a pydantic error).
         """
-        return super().retrieve(_check_query_type(str_or_query_bundle))
+        return super().retrieve(check_query_type(str_or_query_bundle))
 
+    @in_base_span
     async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
         """Async :meth:`retrieve`.
 
         Raises:
             TypeError: The query is neither a str nor a ``QueryBundle``.
         """
-        return await super().aretrieve(_check_query_type(str_or_query_bundle))
+        return await super().aretrieve(check_query_type(str_or_query_bundle))
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         """Retrieves nodes with the strategy.
@@ -368,7 +417,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
             )
         return cls._built(
             cls._strategy_type().from_documents,
-            _core_documents(documents),
+            core_documents(documents),
             top_k=similarity_top_k,
             search_kwargs=search_kwargs,
             collection_name=collection_name,
@@ -471,7 +520,7 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         Returns:
             The document ids.
         """
-        return self._add(_core_documents(documents))
+        return self._add(core_documents(documents))
 
     def delete_ref_doc(self, ref_doc_id: str, *, filter: Mapping[str, Any] | None = None) -> int:
         """Removes one document (all its chunks); returns how many chunks were removed.
@@ -652,7 +701,7 @@ class BubbleRetriever(StrategyRetriever):
             top_k=similarity_top_k,
             search_kwargs=search_kwargs,
             embedder=_embedder(embed_model),
-            documents=None if documents is None else [from_llama_document(d) for d in documents],
+            documents=None if documents is None else core_documents(documents),
             llm=llm,
             show_progress=show_progress,
             **graph_options,

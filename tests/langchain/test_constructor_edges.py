@@ -156,3 +156,19 @@ def test_a_delete_takes_parsed_filters_too(lc_embeddings: Any) -> None:
     tenant = StrategyRetriever(strategy=rag, search_kwargs={"filter": parse_filter({"tenant": "a"})})
     assert tenant.delete_documents(["paris"], filter=parse_filter({"tenant": {"$ne": "b"}})) == 1
     assert tenant.delete_documents(["rome"]) == 1
+
+
+def test_the_from_constructors_pass_langchains_own_fields(lc_embeddings: Any, tmp_path: Path) -> None:
+    """``tags``, ``metadata`` and ``name`` reach the retriever (``Chroma.as_retriever`` takes them too)."""
+    built = BridgeRetriever.from_documents(
+        DOCS,
+        embedding=lc_embeddings,
+        persist_directory=tmp_path / "index",
+        tags=["docs"],
+        metadata={"app": "faq"},
+        name="faq",
+        show_progress=False,
+    )
+    assert (built.tags, built.metadata, built.get_name()) == (["docs"], {"app": "faq"}, "faq")
+    reopened = BridgeRetriever.load(tmp_path / "index", embedding=lc_embeddings, tags=["again"])
+    assert reopened.tags == ["again"]

@@ -122,3 +122,30 @@ def test_a_seed_keeps_its_own_doc_id(compressor: EntityHopCompressor) -> None:
     assert first.metadata["found_by"] == "retriever"
     assert first.metadata["doc_id"] == "paper-7"  # the walk's matched doc_id once replaced it
     assert first.metadata["retriever"] == "bm25"
+
+
+def test_from_vectorstore_walks_the_chunks_already_in_chroma(lc_embeddings: Any) -> None:
+    """The app's Chroma store is walked as it is (nothing re-embedded): its ids are the walk's rows."""
+    import uuid
+
+    from langchain_chroma import Chroma
+
+    store = Chroma(collection_name=f"hop-{uuid.uuid4().hex[:8]}", embedding_function=lc_embeddings)
+    store.add_documents(CHUNKS)
+    embedded = len(lc_embeddings.embedded_texts)
+    compressor = EntityHopCompressor.from_vectorstore(store, k=3)
+    again = set(lc_embeddings.embedded_texts[embedded:])  # at most the dimension probe
+    assert not again & {d.page_content for d in CHUNKS}  # the stored vectors are read, not recomputed
+    retriever = ContextualCompressionRetriever(
+        base_compressor=compressor, base_retriever=store.as_retriever(search_kwargs={"k": 1})
+    )
+    docs = retriever.invoke(QUESTION)
+    assert docs[0].id == "song"
+    assert docs[0].metadata["found_by"] == "retriever"  # matched by id: the same row
+    assert "composer" in [d.id for d in docs]
+    with pytest.raises(TypeError, match=r"from_vectorstore expects a langchain_chroma\.Chroma store"):
+        EntityHopCompressor.from_vectorstore(InMemoryVectorStore(lc_embeddings))
+    with pytest.raises(
+        TypeError, match="got InMemoryVectorStore; for the documents already in a Chroma store"
+    ):
+        EntityHopCompressor.from_documents(InMemoryVectorStore(lc_embeddings), embedding=lc_embeddings)  # type: ignore[arg-type]

@@ -211,3 +211,40 @@ def test_configurable_fields_of_a_retriever_take_effect() -> None:
     assert [s.id for s in fused.config_specs] == ["bm25_k"]
     assert len(fused.invoke("River Tessel")) == 3
     assert len(fused.invoke("River Tessel", config={"configurable": {"bm25_k": 1}})) == 1
+
+
+def test_run_id_and_the_retrievers_langsmith_parameters_reach_the_runs(lc_embeddings: Any) -> None:
+    """``invoke(q, run_id=...)`` names the fusion's run, as ``BaseRetriever.invoke`` does; each child
+    run scored directly carries its retriever's ``ls_*`` metadata, as its own ``invoke`` would."""
+    runs: list[tuple[str, Any, dict[str, Any]]] = []
+
+    class Handler(BaseCallbackHandler):
+        def on_retriever_start(self, serialized: Any, query: str, **kwargs: Any) -> None:
+            runs.append((kwargs.get("name") or "", kwargs.get("run_id"), kwargs.get("metadata") or {}))
+
+    bm25 = BM25Retriever.from_documents(DOCS, k=2)
+    dense = InMemoryVectorStore.from_documents(DOCS, lc_embeddings).as_retriever(search_kwargs={"k": 2})
+    fused = UncertaintyFusionRetriever(retrievers=[bm25, dense])
+    run_id = uuid.uuid4()
+    for call in (
+        lambda: fused.invoke("River Tessel", config={"callbacks": [Handler()]}, run_id=run_id),
+        lambda: asyncio.run(fused.ainvoke("River Tessel", config={"callbacks": [Handler()]}, run_id=run_id)),
+    ):
+        runs.clear()
+        assert call()
+        assert runs[0][1] == run_id
+        by_name = {name: metadata for name, _, metadata in runs[1:]}
+        assert by_name["BM25Retriever"]["ls_retriever_name"] == "bm25"
+        assert by_name["VectorStoreRetriever"]["ls_vector_store_provider"] == "InMemoryVectorStore"
+
+
+def test_bad_retrievers_say_what_to_pass(lc_embeddings: Any) -> None:
+    from pydantic import ValidationError
+
+    store = InMemoryVectorStore.from_documents(DOCS, lc_embeddings)
+    with pytest.raises(ValidationError, match="needs at least one retriever"):
+        UncertaintyFusionRetriever(retrievers=[])
+    with pytest.raises(ValidationError, match="got a single one; wrap it in a list"):
+        UncertaintyFusionRetriever(retrievers=store.as_retriever())  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match=r"retrievers\[0\] \(InMemoryVectorStore\) is a vector store"):
+        UncertaintyFusionRetriever(retrievers=[store])  # type: ignore[list-item]

@@ -47,6 +47,57 @@ def test_top_k_is_spelt_similarity_top_k_and_can_be_set_later(li_embed_model: An
     assert len(retriever.retrieve("Who built the Eiffel Tower?")) == 1
     with pytest.raises(ValueError, match="k must be >= 1"):
         retriever.similarity_top_k = 0
+    wrapped = BridgeRetriever(retriever.strategy, similarity_top_k=2)  # VectorIndexRetriever's spelling
+    assert wrapped.k == 2
+    assert BridgeRetriever(retriever.strategy, k=2, similarity_top_k=2).k == 2
+    with pytest.raises(ValueError, match="k=3 and similarity_top_k=2 disagree"):
+        BridgeRetriever(retriever.strategy, k=3, similarity_top_k=2)
+
+
+def test_the_from_constructors_pass_the_retrievers_own_keywords(li_embed_model: Any, tmp_path: Path) -> None:
+    """``callback_manager``, ``verbose`` and ``hidden_metadata_keys`` reach the retriever."""
+    from llama_index.core.callbacks import CallbackManager
+
+    manager = CallbackManager([])
+    built = BridgeRetriever.from_defaults(
+        DOCS,
+        embed_model=li_embed_model,
+        persist_dir=tmp_path / "index",
+        callback_manager=manager,
+        verbose=True,
+        hidden_metadata_keys=["title"],
+        show_progress=False,
+    )
+    assert built.callback_manager is manager
+    assert built._verbose
+    assert built.retrieve("Who built the Eiffel Tower?")[0].node.excluded_llm_metadata_keys == ["title"]
+    loaded = BridgeRetriever.from_persist_dir(
+        tmp_path / "index", embed_model=li_embed_model, callback_manager=manager
+    )
+    assert loaded.callback_manager is manager
+
+
+def test_one_span_per_retrieve(li_embed_model: Any) -> None:
+    """The query-type check overrides ``retrieve``; LlamaIndex must still open one span per call."""
+    import asyncio
+
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
+
+    retriever = BridgeRetriever.from_defaults(
+        DOCS, embed_model=li_embed_model, collection_name=_name(), show_progress=False
+    )
+    handler = SimpleSpanHandler()
+    root = get_dispatcher()
+    root.add_span_handler(handler)
+    try:
+        retriever.retrieve("Who built the Eiffel Tower?")
+        asyncio.run(retriever.aretrieve("Who built the Eiffel Tower?"))
+    finally:
+        root.span_handlers.remove(handler)
+    names = [span.id_.rsplit("-", 5)[0] for span in handler.completed_spans]
+    assert names.count("BridgeRetriever.retrieve") == 1
+    assert names.count("BridgeRetriever.aretrieve") == 1
 
 
 def test_a_build_field_in_search_kwargs_is_saved_as_the_default(li_embed_model: Any, tmp_path: Path) -> None:

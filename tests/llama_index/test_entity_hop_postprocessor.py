@@ -107,3 +107,38 @@ def test_from_dict_says_how_to_reopen_the_index(li_embed_model: Any) -> None:
     assert data["top_n"] == 2
     with pytest.raises(TypeError, match=r"from_persist_dir"):
         EntityHopPostprocessor.from_dict(data)
+
+
+def test_from_vector_store_walks_the_nodes_already_in_chroma(li_embed_model: Any) -> None:
+    """The app's ``ChromaVectorStore`` index is walked as it is: its node ids are the walk's rows."""
+    import uuid
+
+    import chromadb
+    from llama_index.core import StorageContext
+    from llama_index.vector_stores.chroma import ChromaVectorStore
+
+    collection = chromadb.EphemeralClient().get_or_create_collection(f"hop-{uuid.uuid4().hex[:12]}")
+    store = ChromaVectorStore(chroma_collection=collection)
+    index = VectorStoreIndex(
+        NODES, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=li_embed_model
+    )
+    hop = EntityHopPostprocessor.from_vector_store(store, embed_model=li_embed_model, top_n=3)
+    seeds = index.as_retriever(similarity_top_k=1).retrieve(QUESTION)
+    out = hop.postprocess_nodes(seeds, query_str=QUESTION)
+    assert out[0].node.node_id == "song"
+    assert out[0].node.metadata["found_by"] == "retriever"  # matched by id: the same row
+    assert "composer" in [n.node.node_id for n in out]
+    with pytest.raises(TypeError, match="expects a ChromaVectorStore"):
+        EntityHopPostprocessor.from_vector_store(index, embed_model=li_embed_model)
+
+
+def test_bad_arguments_say_what_to_pass(li_embed_model: Any) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(
+        ValidationError, match=r"filters must be a llama_index MetadataFilters, got dict: e\.g\."
+    ):
+        EntityHopPostprocessor.from_defaults(NODES, embed_model=li_embed_model, filters={"tenant": "acme"})
+    index = VectorStoreIndex(NODES, embed_model=li_embed_model)
+    with pytest.raises(TypeError, match=r"got VectorStoreIndex; for an index, pass its documents"):
+        EntityHopPostprocessor.from_defaults(index, embed_model=li_embed_model)  # type: ignore[arg-type]

@@ -137,3 +137,54 @@ def test_weights_and_temperature_are_checked_when_built() -> None:
     for bad in (0.0, -1.0, float("inf")):
         with pytest.raises(ValueError, match="temperature must be a positive"):
             UncertaintyFusionRetriever([Slow(NODES[0])], temperature=bad)
+
+
+def test_the_same_passage_under_two_node_ids_is_one_result() -> None:
+    """Two retrievers over the same text give it different ids (a store's uuids, our chunk ids)."""
+    copies = [TextNode(id_=f"copy-{n.node_id}", text=n.text) for n in NODES[:3]]
+    first = Fixed([NodeWithScore(node=n, score=s) for n, s in zip(NODES[:3], [0.9, 0.6, 0.5], strict=True)])
+    second = Fixed([NodeWithScore(node=n, score=s) for n, s in zip(copies, [0.8, 0.7, 0.2], strict=True)])
+    hits = UncertaintyFusionRetriever([first, second]).retrieve("q")
+    assert [h.node.get_content() for h in hits] == [n.text for n in NODES[:3]]  # each once
+    tagged = [TextNode(id_=n.node_id, text=n.text.upper(), metadata={"doc": n.node_id}) for n in NODES[:3]]
+    for n, t in zip(NODES[:3], tagged, strict=True):
+        n.metadata["doc"] = t.metadata["doc"]
+    third = Fixed([NodeWithScore(node=n, score=0.5) for n in tagged])
+    by_key = UncertaintyFusionRetriever([first, third], id_key="doc").retrieve("q")
+    assert len(by_key) == 3
+    with pytest.raises(ValueError, match=r"no metadata\['tenant'\]"):
+        UncertaintyFusionRetriever([first], id_key="tenant").retrieve("q")
+    for n in NODES[:3]:
+        n.metadata.pop("doc")
+
+
+def test_bad_arguments_say_what_to_pass(li_embed_model: Any) -> None:
+    index = VectorStoreIndex(NODES, embed_model=li_embed_model)
+    with pytest.raises(TypeError, match="got a single one; wrap it in a list"):
+        UncertaintyFusionRetriever(index.as_retriever())  # type: ignore[arg-type]
+    with pytest.raises(
+        TypeError, match=r"retrievers\[1\] \(VectorStoreIndex\) is not a LlamaIndex retriever; pass its"
+    ):
+        UncertaintyFusionRetriever([index.as_retriever(), index])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="similarity_top_k: k must be an int, got str"):
+        UncertaintyFusionRetriever([Slow(NODES[0])], similarity_top_k="3")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="query must be a str or a llama_index QueryBundle, got NoneType"):
+        UncertaintyFusionRetriever([Slow(NODES[0], pause=0.0)]).retrieve(None)  # type: ignore[arg-type]
+
+
+def test_one_span_per_retrieve() -> None:
+    """LlamaIndex opens a span per traced call; the query check must not add a second one."""
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
+
+    handler = SimpleSpanHandler()
+    root = get_dispatcher()
+    root.add_span_handler(handler)
+    try:
+        UncertaintyFusionRetriever([Slow(NODES[0], pause=0.0)]).retrieve("q")
+        asyncio.run(UncertaintyFusionRetriever([Slow(NODES[0], pause=0.0)]).aretrieve("q"))
+    finally:
+        root.span_handlers.remove(handler)
+    names = [span.id_.rsplit("-", 5)[0] for span in handler.completed_spans]
+    assert names.count("UncertaintyFusionRetriever.retrieve") == 1
+    assert names.count("UncertaintyFusionRetriever.aretrieve") == 1
