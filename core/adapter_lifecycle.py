@@ -186,6 +186,23 @@ class StrategyAdapter:
         refresh = getattr(self.strategy, "refresh", None)
         return bool(refresh()) if callable(refresh) else False
 
+    def sync(self) -> tuple[int, int]:
+        """Takes in the chunks the app added to or deleted from its Chroma store itself, since the swap.
+
+        Call it after the app writes through its own store (``vectorstore.add_documents``,
+        ``vectorstore.delete``): what was deleted there leaves the index, what was added is
+        indexed as stored (see :meth:`core.strategies.lifecycle.ChunkedIndex.sync`).
+
+        Returns:
+            ``(added, removed)`` chunk counts.
+
+        Raises:
+            NotImplementedError: UMG-RAG, whose windows are cut from the chunks, not the
+                chunks themselves: add and delete through the retriever, or rebuild.
+        """
+        added, removed = self.strategy.sync()
+        return int(added), int(removed)
+
     def _add(self, documents: Sequence[Document]) -> list[str]:
         """Indexes converted documents without a rebuild; returns their document ids."""
         ids: list[str] = self.strategy.add_documents(documents)

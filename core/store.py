@@ -947,7 +947,11 @@ class ChunkStore:
 
     # ----------------------------------------------------------------- reading
 
-    def _ids_where(self, where: dict[str, Any], batch_size: int = FALLBACK_BATCH_SIZE) -> list[str]:
+    def ids(self) -> list[str]:
+        """Every id in the collection, in its own order (nothing else is read)."""
+        return self._ids_where(None)
+
+    def _ids_where(self, where: dict[str, Any] | None, batch_size: int = FALLBACK_BATCH_SIZE) -> list[str]:
         ids: list[str] = []
         while True:
             page = self.collection.get(where=where, limit=batch_size, offset=len(ids), include=[])

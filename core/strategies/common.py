@@ -428,6 +428,11 @@ def document_key(metadata: Mapping[str, Any] | None) -> str:
     return json.dumps(shared, sort_keys=True, default=str)
 
 
+def suffixed_name(name: str, key: str) -> str:
+    """The id of one of several documents that share ``name``: ``name#<8 hex digits of key>``."""
+    return f"{name}#{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
 def _groups(ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]) -> dict[str, list[int]]:
     """Row indices per document, documents in order of first appearance.
 
@@ -446,7 +451,7 @@ def _groups(ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]) -
             groups[name] = next(iter(parts.values()))
             continue
         for key, rows in parts.items():
-            groups[f"{name}#{hashlib.sha256(key.encode()).hexdigest()[:8]}"] = rows
+            groups[suffixed_name(name, key)] = rows
     order = {rows[0]: doc for doc, rows in groups.items()}
     return {order[first]: groups[order[first]] for first in sorted(order)}
 

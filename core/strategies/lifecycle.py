@@ -31,7 +31,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any, ClassVar, NamedTuple, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -54,14 +54,23 @@ from core.strategies.common import (
 from core.strategies.config import StrategyConfig
 from core.strategies.entity_links import EntityLinks
 from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows
-from core.strategies.table import ChunkRows, ChunkTable, chunk_new_documents
+from core.strategies.table import ChunkRows, ChunkTable, added_stored_rows, chunk_new_documents
 from core.types import BuildReport, Document
 from core.writer_lock import WriterLock
 
 L = TypeVar("L", bound="IndexLifecycle")
+
+
+class Synced(NamedTuple):
+    """What :meth:`ChunkedIndex.sync` took in: chunks added and removed."""
+
+    added: int
+    removed: int
+
+
 FloatMatrix = npt.NDArray[np.float32]
 
-__all__ = ["ChunkedIndex", "InMemoryStoreWarning", "IndexLifecycle", "retrieve_options_of"]
+__all__ = ["ChunkedIndex", "InMemoryStoreWarning", "IndexLifecycle", "Synced", "retrieve_options_of"]
 
 logger = logging.getLogger("bridge_rag.lifecycle")
 
@@ -215,6 +224,18 @@ class IndexLifecycle(Follows):
                 self._forget_rows(rows)
             self._autosave()
         return len(rows)
+
+    def sync(self) -> Synced:
+        """Takes in what the app changed in the Chroma collection itself, behind the index's back.
+
+        Raises:
+            NotImplementedError: Always here; a strategy whose rows are the collection's own
+                chunks (Bridge-RAG, BubbleRAG) implements it.
+        """
+        raise NotImplementedError(
+            f"{self.label} indexes units it cut itself, not the collection's chunks, so it cannot "
+            "follow changes made in the collection; add and delete through the retriever, or rebuild"
+        )
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Saves the index atomically (Chroma keeps the chunks; this saves what is derived).
@@ -644,6 +665,49 @@ class ChunkedIndex(IndexLifecycle):
     def _extend(self, rows: ChunkRows, embeddings: FloatMatrix, *, first_build: bool) -> None:
         """Indexes chunk rows already in Chroma (unit-normalised embeddings) in the strategy's structures."""
         raise NotImplementedError  # pragma: no cover
+
+    def sync(self) -> Synced:
+        """Takes in the chunks the app added to, or deleted from, the Chroma collection itself.
+
+        After the one-line swap an app may keep writing through its own store
+        (``vectorstore.add_documents``, ``vectorstore.delete``): call this after such writes.
+        A chunk gone from the collection leaves every structure of the index, as through
+        :meth:`delete_documents` (its text is in no later save); a chunk new in the collection
+        is indexed as stored (not re-embedded), in documents grouped by the rule of
+        :meth:`from_store`. A chunk changed in place (the same id, a new text) is not seen:
+        delete it and add it again. The index is saved when it has a directory.
+
+        Returns:
+            How many chunks were added and removed.
+
+        Raises:
+            core.writer_lock.IndexLockedError: Another writer holds the index directory.
+            ValueError: Chunks added with an embedding function of another dimension.
+        """
+        self._check_writable("sync")
+        with self._writing():
+            self._hold_writer_lock()
+            present = list(dict.fromkeys(self.store.ids()))  # pages may overlap while the app writes
+            with self._lock:
+                known = self._table.id_to_row
+                kept = set(present)
+                gone = sorted(r for cid, r in known.items() if cid not in kept)
+                new = [cid for cid in present if cid not in known]
+            if gone:
+                with self._changing(), self._lock:
+                    self._table.remove_rows(gone)
+                    self._forget_rows(gone)
+            if new:
+                try:
+                    rows, vectors = added_stored_rows(self.store, new, self._table)
+                except KeyError:  # deleted again meanwhile: take what is still there
+                    new = self.store.existing(new)
+                    rows, vectors = added_stored_rows(self.store, new, self._table)
+                if new:
+                    self._extend(rows, vectors, first_build=False)
+            if gone or new:
+                self._autosave()
+        return Synced(added=len(new), removed=len(gone))
 
     @property
     def chunk_size(self) -> int:

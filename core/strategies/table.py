@@ -31,11 +31,13 @@ from core.strategies.common import (
     DOCUMENT_NAME_KEYS,
     EMPTY_COLLECTION,
     ORDER_KEY,
+    doc_id_of,
     document_groups,
     document_key,
     normalise_rows,
     public_metadata,
     read_from_store,
+    suffixed_name,
 )
 from core.text import chunk_document, make_doc_id
 from core.types import Document
@@ -489,6 +491,53 @@ def stored_rows(store: ChunkStore, dimension: int, *, ordered: bool) -> tuple[Ch
     groups = document_groups(stored.ids, stored.metadatas)
     doc_of = {i: doc for doc, members in groups.items() for i in members}
     order = [i for members in groups.values() for i in members] if ordered else list(range(len(stored.ids)))
+    rows = ChunkRows(
+        ids=[stored.ids[i] for i in order],
+        doc_ids=[doc_of[i] for i in order],
+        texts=[stored.texts[i] or "" for i in order],
+        metadatas=[public_metadata(stored.metadatas[i]) for i in order],
+    )
+    return rows, normalise_rows(stored.embeddings[order])
+
+
+def added_stored_rows(
+    store: ChunkStore, ids: Sequence[str], table: ChunkTable
+) -> tuple[ChunkRows, FloatMatrix]:
+    """Chunks added to the collection behind the index's back, as new rows of ``table``.
+
+    They are grouped into documents by the rule of :func:`stored_rows`. A group joins the
+    table's document of the same name only when their metadata agree apart from position
+    keys; otherwise it is a document of its own, ``name#<hash>``, as a build over the whole
+    collection would name it (another tenant's ``report.pdf`` never joins this one's).
+
+    Raises:
+        KeyError: An id is no longer in the collection.
+        ValueError: The stored vectors have another dimension than the table's.
+    """
+    stored = store.get(ids, include_embeddings=True)
+    assert stored.embeddings is not None
+    dimension = table.matrix.shape[1]
+    if stored.ids and stored.embeddings.shape[1] != dimension:
+        raise ValueError(
+            f"chunks added to the collection have dimension {stored.embeddings.shape[1]}, the index "
+            f"{dimension}; add them with the embedding function the store was built with"
+        )
+    shared = {d.split("#", 1)[0] for d in table.doc_rows if "#" in d}
+    order: list[int] = []
+    doc_of: dict[int, str] = {}
+    for group, members in document_groups(stored.ids, stored.metadatas).items():
+        first = members[0]
+        name, key = (
+            doc_id_of(stored.ids[first], stored.metadatas[first]),
+            document_key(stored.metadatas[first]),
+        )
+        doc = group
+        if name in table.doc_rows and table._metadata_key(name) == key:
+            doc = name
+        elif name in table.doc_rows or name in shared:
+            doc = suffixed_name(name, key)
+        order += members
+        doc_of.update(dict.fromkeys(members, doc))
     rows = ChunkRows(
         ids=[stored.ids[i] for i in order],
         doc_ids=[doc_of[i] for i in order],

@@ -1,0 +1,135 @@
+"""``sync``: what the app writes to its Chroma store itself reaches the index, deletes included.
+
+After the one-line swap an app may keep its ingestion workers writing through its own store.
+``sync()`` takes those writes in: a chunk deleted from the collection leaves every structure
+and, after the save, every file of the index; a chunk added to it is indexed as stored, in a
+document of its own tenant. UMG-RAG, whose windows are cut from the chunks, refuses clearly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.entities import RuleBasedEntityExtractor
+from core.store import ChunkStore
+from core.strategies.bridge import BridgeRAG
+from tests.core.conftest import unique_name
+from tests.reliability.cases import StrategyCase, wiring_embedder
+from tests.reliability.test_deleted_data import NAMES, SECRET_TEXT, _leftovers, _windows
+
+QUESTION = "Who signed the Hollowfen accord with the Ystrelle syndicate?"
+
+
+def _app_adds(store: ChunkStore, ids: list[str], texts: list[str], metadatas: list[dict[str, Any]]) -> None:
+    """What an app's own ``vectorstore.add_texts`` does: embed and write, the index not told."""
+    store.add(ids, texts, wiring_embedder().embed_documents(texts), metadatas)
+
+
+def test_sync_takes_in_what_the_app_added_and_deleted_in_chroma(
+    case: StrategyCase, wiring_build: Callable[..., Any], tmp_path: Path
+) -> None:
+    rag = wiring_build(12, persist_directory=tmp_path)
+    if case.name == "umg":
+        with pytest.raises(NotImplementedError, match="add and delete through the retriever"):
+            rag.sync()
+        return
+    assert tuple(rag.sync()) == (0, 0)  # nothing changed behind its back
+    _app_adds(rag.store, ["app-secret"], [SECRET_TEXT], [{"source": "vault.txt", "tenant": "acme"}])
+    assert all(r.id != "app-secret" for r in rag.retrieve(QUESTION, k=50))  # not seen before a sync
+    assert tuple(rag.sync()) == (1, 0)
+    found = [r for r in rag.retrieve(QUESTION, k=5) if r.id == "app-secret"]
+    assert found
+    assert found[0].metadata["tenant"] == "acme"
+    index_dir = tmp_path / case.name
+    needles = {"text": _windows(SECRET_TEXT), "names": set(NAMES)}
+    assert _leftovers(index_dir, needles)  # saved with the index
+    rag.store.delete(["app-secret"])  # the app deletes through its own store
+    assert any(r.id == "app-secret" for r in rag.retrieve(QUESTION, k=50))  # still served until a sync
+    assert tuple(rag.sync()) == (0, 1)
+    assert all(r.id != "app-secret" for r in rag.retrieve(QUESTION, k=50))
+    assert _leftovers(index_dir, needles) == {}  # and nothing of it in any file of the index
+    reopened = case.load(tmp_path, embedder=rag.embedder, **case.wiring_kwargs())
+    assert all("Hollowfen" not in r.text for r in reopened.retrieve(QUESTION, k=50))
+
+
+def test_a_tenants_chunk_added_behind_the_index_never_joins_another_tenants_document() -> None:
+    store = ChunkStore.ephemeral(unique_name("sync-tenants"))
+    _app_adds(
+        store,
+        ["a1", "a2"],
+        ["Falcon launches in May. Acme builds Falcon in Ohio.", "Acme's Falcon team is led by Dana Reyes."],
+        [{"source": "report.pdf", "tenant": "acme"}] * 2,
+    )
+    rag = BridgeRAG.from_store(
+        store, embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor(), show_progress=False
+    )
+    _app_adds(
+        store,
+        ["g1", "g2", "a3"],
+        [
+            "Globex: Project Zeta price is $41M.",
+            "Globex builds Zeta in Texas with Dana Reyes.",
+            "Falcon's second stage is tested in Ohio.",
+        ],
+        [{"source": "report.pdf", "tenant": "globex"}] * 2 + [{"source": "report.pdf", "tenant": "acme"}],
+    )
+    assert tuple(rag.sync()) == (3, 0)
+    doc_of = dict(zip(rag.chunk_table.ids, rag.chunk_table.doc_ids, strict=True))
+    assert doc_of["a3"] == doc_of["a1"]  # acme's new chunk joins acme's document
+    assert doc_of["g1"] == doc_of["g2"] != doc_of["a1"]  # globex's is a document of its own
+    for query in ("When does Falcon launch?", "What is the Zeta price?", "Who leads the team?"):
+        for r in rag.retrieve(query, k=10, include_abstracts=True, filter={"tenant": "acme"}):
+            assert "Globex" not in r.text
+            assert "Zeta" not in str(r.metadata)
+    assert rag.delete_documents(["report.pdf"], filter={"tenant": "globex"}) == 2
+    assert sorted(
+        rag.chunk_table.ids[r] for r in range(len(rag.chunk_table)) if rag.chunk_table.alive[r]
+    ) == [
+        "a1",
+        "a2",
+        "a3",
+    ]
+
+
+def test_the_adapters_sync_through_the_strategy(lc_sync_store: Any) -> None:
+    """``retriever.sync()`` in both frameworks, over the app's own LangChain Chroma store."""
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from langchain_bridge import BridgeRetriever
+    from llama_index_bridge import StrategyRetriever
+
+    vs = lc_sync_store
+    retriever = BridgeRetriever.from_vectorstore(
+        vs, entity_extractor=RuleBasedEntityExtractor(), show_progress=False
+    )
+    vs.add_texts([SECRET_TEXT], metadatas=[{"source": "vault.txt"}], ids=["vault"])
+    assert retriever.sync() == (1, 0)
+    assert "vault" in [d.id for d in retriever.invoke(QUESTION, k=10)]
+    vs.delete(["vault"])
+    li = StrategyRetriever(retriever.strategy, k=10)
+    assert li.sync() == (0, 1)
+    assert "vault" not in [n.node.node_id for n in li.retrieve(QUESTION)]
+    assert isinstance(vs.embeddings, DeterministicFakeEmbedding)
+
+
+@pytest.fixture
+def lc_sync_store() -> Any:
+    from langchain_chroma import Chroma
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    vs = Chroma(
+        collection_name=unique_name("sync-lc"), embedding_function=DeterministicFakeEmbedding(size=32)
+    )
+    vs.add_texts(
+        [
+            "Arvel Dalmor founded the Quellmoor Guild in 1801.",
+            "The Quellmoor Guild trades salt in Marsh End.",
+        ],
+        metadatas=[{"source": "guild.md"}] * 2,
+        ids=["g-1", "g-2"],
+    )
+    return vs
