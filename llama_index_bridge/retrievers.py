@@ -140,9 +140,11 @@ def from_llama_document(doc: BaseNode) -> CoreDocument:
 
     Returns:
         A core document with the node's text (without metadata), a copy of its metadata, and
-        its id (``doc.doc_id`` / ``doc.id_``). A node parsed from a document (not itself a
-        ``Document``) also carries its ``ref_doc_id`` in the metadata, which
-        ``delete_ref_doc`` matches; its ``excluded_llm_metadata_keys`` are kept under
+        its id (``doc.doc_id`` / ``doc.id_``). The metadata also carries the id of the
+        document it comes from (a ``Document``'s own, a parsed node's ``ref_doc_id``) as
+        ``ref_doc_id`` and ``document_id``, as LlamaIndex's vector stores write them, so our
+        ``delete_ref_doc`` and the app's own ``index.delete_ref_doc`` find every chunk; its
+        ``excluded_llm_metadata_keys`` are kept under
         ``core.strategies.common.HIDDEN_KEYS_KEY``, so the nodes returned hide them too.
 
     Raises:
@@ -151,8 +153,13 @@ def from_llama_document(doc: BaseNode) -> CoreDocument:
     if not isinstance(doc, BaseNode):
         raise TypeError(f"expected a LlamaIndex Document or node, got {type(doc).__name__}")
     metadata = dict(doc.metadata)
-    if not isinstance(doc, LlamaDocument) and doc.ref_doc_id and "ref_doc_id" not in metadata:
-        metadata["ref_doc_id"] = doc.ref_doc_id  # so delete_ref_doc finds a parsed node's document
+    # The document every chunk comes from, under the keys LlamaIndex's vector stores write: our
+    # delete_ref_doc and the app's own index.delete_ref_doc (a ChromaVectorStore deletes where
+    # document_id matches) both find the chunks we stored.
+    source = doc.id_ if isinstance(doc, LlamaDocument) else doc.ref_doc_id
+    if source:
+        for key in ("ref_doc_id", "document_id"):
+            metadata.setdefault(key, source)
     if doc.excluded_llm_metadata_keys:  # kept with every chunk, hidden again in the nodes returned
         metadata[HIDDEN_KEYS_KEY] = json.dumps(sorted(set(doc.excluded_llm_metadata_keys)))
     return CoreDocument(text=doc.get_content(metadata_mode=MetadataMode.NONE), id=doc.id_, metadata=metadata)

@@ -114,6 +114,22 @@ def test_a_build_field_in_search_kwargs_is_saved_as_the_default(li_embed_model: 
     assert reopened.depth == 1
 
 
+def test_the_apps_own_delete_ref_doc_reaches_what_we_inserted(li_embed_model: Any) -> None:
+    """The app keeps its ``VectorStoreIndex`` for deletes: its ``delete_ref_doc`` finds our chunks,
+    and ``sync()`` then takes the delete in."""
+    store = ChromaVectorStore(chroma_collection=chromadb.EphemeralClient().get_or_create_collection(_name()))
+    index = VectorStoreIndex.from_documents(
+        DOCS[:2], storage_context=StorageContext.from_defaults(vector_store=store), embed_model=li_embed_model
+    )
+    retriever = BridgeRetriever.from_vector_store(store, embed_model=li_embed_model, show_progress=False)
+    retriever.insert(DOCS[2])
+    assert "osaka" in {n.node.ref_doc_id for n in retriever.retrieve("Who built Osaka Castle?")}
+    index.delete_ref_doc("osaka")  # the app's own delete, through LlamaIndex
+    assert store._collection.get(where={"doc_id": "osaka"})["ids"] == []
+    assert retriever.sync() == (0, 1)
+    assert "osaka" not in {n.node.ref_doc_id for n in retriever.retrieve("Who built Osaka Castle?")}
+
+
 def test_inserted_nodes_are_deleted_by_their_documents_id(li_embed_model: Any) -> None:
     retriever = BridgeRetriever.from_defaults(
         DOCS[:2], embed_model=li_embed_model, collection_name=_name(), show_progress=False

@@ -287,7 +287,11 @@ def test_from_llama_document() -> None:
     assert isinstance(core_doc, CoreDocument)
     assert core_doc.text == "Rome is in Italy."
     assert core_doc.id == "rome" == doc.doc_id
-    assert dict(core_doc.metadata) == {"n": 1}
+    assert dict(core_doc.metadata) == {
+        "n": 1,
+        "ref_doc_id": "rome",
+        "document_id": "rome",
+    }  # LlamaIndex's keys
     assert core_doc.metadata is not doc.metadata
 
 
