@@ -24,7 +24,7 @@ import numpy.typing as npt
 from core.filters import MetadataColumns, MetadataFilter
 from core.packed_strings import PackedJson, PackedStrings
 from core.persist import FileData
-from core.store import ChunkStore, sanitize_metadata
+from core.store import ChunkStore, StoredChunks, sanitize_metadata
 from core.strategies.base import check_text
 from core.strategies.common import (
     DOC_ID_KEY,
@@ -491,6 +491,14 @@ def stored_rows(store: ChunkStore, dimension: int, *, ordered: bool) -> tuple[Ch
     groups = document_groups(stored.ids, stored.metadatas)
     doc_of = {i: doc for doc, members in groups.items() for i in members}
     order = [i for members in groups.values() for i in members] if ordered else list(range(len(stored.ids)))
+    return _as_rows(stored, order, doc_of)
+
+
+def _as_rows(
+    stored: StoredChunks, order: Sequence[int], doc_of: Mapping[int, str]
+) -> tuple[ChunkRows, FloatMatrix]:
+    """Stored chunks, in ``order``, as rows of the documents ``doc_of`` names, with unit vectors."""
+    assert stored.embeddings is not None
     rows = ChunkRows(
         ids=[stored.ids[i] for i in order],
         doc_ids=[doc_of[i] for i in order],
@@ -538,10 +546,4 @@ def added_stored_rows(
             doc = suffixed_name(name, key)
         order += members
         doc_of.update(dict.fromkeys(members, doc))
-    rows = ChunkRows(
-        ids=[stored.ids[i] for i in order],
-        doc_ids=[doc_of[i] for i in order],
-        texts=[stored.texts[i] or "" for i in order],
-        metadatas=[public_metadata(stored.metadatas[i]) for i in order],
-    )
-    return rows, normalise_rows(stored.embeddings[order])
+    return _as_rows(stored, order, doc_of)
