@@ -198,9 +198,15 @@ class StrategyAdapter:
 
         Raises:
             NotImplementedError: UMG-RAG, whose windows are cut from the chunks, not the
-                chunks themselves: add and delete through the retriever, or rebuild.
+                chunks themselves (add and delete through the retriever, or rebuild), and a
+                strategy without ``sync``.
         """
-        added, removed = self.strategy.sync()
+        sync = getattr(self.strategy, "sync", None)
+        if not callable(sync):
+            raise NotImplementedError(
+                f"{type(self.strategy).__name__} has no sync(); add and delete through the retriever"
+            )
+        added, removed = sync()
         return int(added), int(removed)
 
     def _add(self, documents: Sequence[Document]) -> list[str]:

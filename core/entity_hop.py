@@ -128,7 +128,8 @@ class EntityHopWalk:
         cls, store: ChunkStore, *, embedder: Any = None, k: int = 4, **settings: Any
     ) -> EntityHopWalk:
         """Builds the index over the chunks of the first retriever's Chroma collection (not re-embedded)."""
-        return cls(BridgeRAG.from_store(store, embedder=embedder, show_progress=False, **settings), k)
+        settings.setdefault("show_progress", False)
+        return cls(BridgeRAG.from_store(store, embedder=embedder, **settings), k)
 
     @classmethod
     def load(

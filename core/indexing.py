@@ -437,8 +437,8 @@ def _say_recorded(options: IndexOptions, reading: ReadSettings, err: TextIO) -> 
     if kept:
         _say(
             err,
-            f"bridge-rag index: reading the files as the index was built: {', '.join(kept)} "
-            "(give the option to change it)",
+            "bridge-rag index: reading the files with the settings recorded for this index: "
+            f"{', '.join(kept)} (give the option to change it)",
         )
 
 
@@ -612,7 +612,7 @@ def _update(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary
     final = SourcesRecord(name, sorted(roots), plan.entries, "complete", base.store, reading)
     if not plan.empty:
         store = _http_store(options, options.collection or str(base.store.get("collection") or f"{name}_rag"))
-        write_sources(index_dir, base.journal(plan.pending))
+        write_sources(index_dir, base.journal(plan.pending, reading))
         rag = load_index_dir(index_dir, record, store)
         try:
             if plan.delete_ids:

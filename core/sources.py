@@ -130,15 +130,21 @@ class SourcesRecord:
     store: dict[str, Any] = field(default_factory=dict)
     reading: ReadSettings | None = None
 
-    def journal(self, pending: Mapping[str, SourceEntry]) -> SourcesRecord:
-        """A copy in state ``"updating"`` with the ``pending`` entries over its own."""
+    def journal(
+        self, pending: Mapping[str, SourceEntry], reading: ReadSettings | None = None
+    ) -> SourcesRecord:
+        """A copy in state ``"updating"`` with the ``pending`` entries over its own.
+
+        ``reading`` is the update's read settings (None: this record's): a repair of an
+        interrupted update reads the files as that update was told to.
+        """
         return SourcesRecord(
             self.strategy,
             list(self.roots),
             {**self.sources, **pending},
             "updating",
             dict(self.store),
-            self.reading,
+            self.reading if reading is None else reading,
         )
 
     def to_json(self) -> dict[str, Any]:

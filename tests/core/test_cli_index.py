@@ -729,7 +729,10 @@ def test_update_uses_the_same_rules(
     stored = _stored(index, fake)
     assert stored["linked.md"] == "# Outside\n\nLinked in later."
     assert "bakery.txt" not in stored  # the limit the last update was given holds until changed
-    assert "reading the files as the index was built: --max-file-mb 0.01" in capsys.readouterr().err
+    assert (
+        "reading the files with the settings recorded for this index: --max-file-mb 0.01"
+        in capsys.readouterr().err
+    )
     assert _index_main("--index", str(index), "--update", "--max-file-mb", "1") == 0
     stored = _stored(index, fake)
     assert stored["bakery.txt"] == BAKERY * 100
@@ -757,11 +760,31 @@ def test_update_reads_the_files_as_the_build_was_told(
     out, err = capsys.readouterr()
     assert set(_stored(index, fake)) == built | {"notes/new.md"}  # not bakery.txt nor people.jsonl
     assert "1 added, 0 changed, 0 deleted, 2 unchanged" in out
-    assert "reading the files as the index was built: --glob '*.md' (give the option to change it)" in err
+    assert (
+        "reading the files with the settings recorded for this index: --glob '*.md' "
+        "(give the option to change it)" in err
+    )
     assert _index_main("--index", str(index), "--update", "--glob", "*") == 0  # every file, now recorded
     assert "bakery.txt" in _stored(index, fake)
     assert _index_main("--index", str(index), "--update") == 0
     assert "bakery.txt" in _stored(index, fake)
+
+
+def test_an_interrupted_update_is_repaired_with_the_settings_it_was_given(
+    tmp_path: Path, fake: type[JournalFake], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The journal holds the update's read settings: its repair does not go back to the old ones."""
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    index = tmp_path / "index"
+    assert _index_main(str(corpus), "--strategy", fake.name, "--index", str(index), "--glob", "*.md") == 0
+    JournalFake.fail = "add"
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        _index_main("--index", str(index), "--update", "--glob", "*")
+    JournalFake.fail = None
+    capsys.readouterr()
+    assert _index_main("--index", str(index), "--update") == 0
+    assert "bakery.txt" in _stored(index, fake)  # the repair read every file, as the update was told
+    assert "with the settings recorded for this index: --glob '*'" in capsys.readouterr().err
 
 
 def test_a_record_without_read_settings_still_updates(tmp_path: Path, fake: type[JournalFake]) -> None:

@@ -133,7 +133,7 @@ def test_from_vectorstore_walks_the_chunks_already_in_chroma(lc_embeddings: Any)
     store = Chroma(collection_name=f"hop-{uuid.uuid4().hex[:8]}", embedding_function=lc_embeddings)
     store.add_documents(CHUNKS)
     embedded = len(lc_embeddings.embedded_texts)
-    compressor = EntityHopCompressor.from_vectorstore(store, k=3)
+    compressor = EntityHopCompressor.from_vectorstore(store, k=3, show_progress=True)  # a build setting too
     again = set(lc_embeddings.embedded_texts[embedded:])  # at most the dimension probe
     assert not again & {d.page_content for d in CHUNKS}  # the stored vectors are read, not recomputed
     retriever = ContextualCompressionRetriever(

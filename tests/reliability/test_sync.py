@@ -133,3 +133,14 @@ def lc_sync_store() -> Any:
         ids=["g-1", "g-2"],
     )
     return vs
+
+
+def test_an_adapter_over_a_strategy_without_sync_says_so() -> None:
+    from core.strategies.baselines import DenseRetriever
+    from langchain_bridge import StrategyRetriever
+
+    store = ChunkStore.ephemeral(unique_name("sync-dense"))
+    _app_adds(store, ["a"], ["Arvel founded the Quellmoor Guild."], [{"source": "x"}])
+    retriever = StrategyRetriever(strategy=DenseRetriever(store, wiring_embedder()))
+    with pytest.raises(NotImplementedError, match="DenseRetriever has no sync"):
+        retriever.sync()
