@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 from core.adapters import check_option, check_strategy_type, lift_option, split_fields
 from core.filters import parse_filter
 from core.strategies.base import Strategy, check_k
-from core.strategies.lifecycle import IndexLifecycle, retrieve_options_of
+from core.strategies.lifecycle import IndexLifecycle, Synced, retrieve_options_of
 from core.types import Document
 
 __all__ = ["StrategyAdapter"]
@@ -186,7 +186,7 @@ class StrategyAdapter:
         refresh = getattr(self.strategy, "refresh", None)
         return bool(refresh()) if callable(refresh) else False
 
-    def sync(self) -> tuple[int, int]:
+    def sync(self) -> Synced:
         """Takes in the chunks the app added to or deleted from its Chroma store itself, since the swap.
 
         Call it after the app writes through its own store (``vectorstore.add_documents``,
@@ -194,7 +194,7 @@ class StrategyAdapter:
         indexed as stored (see :meth:`core.strategies.lifecycle.ChunkedIndex.sync`).
 
         Returns:
-            ``(added, removed)`` chunk counts.
+            ``Synced(added, removed, changed)``: chunk counts.
 
         Raises:
             NotImplementedError: UMG-RAG, whose windows are cut from the chunks, not the
@@ -206,8 +206,7 @@ class StrategyAdapter:
             raise NotImplementedError(
                 f"{type(self.strategy).__name__} has no sync(); add and delete through the retriever"
             )
-        added, removed = sync()
-        return int(added), int(removed)
+        return Synced(*sync())
 
     def _add(self, documents: Sequence[Document]) -> list[str]:
         """Indexes converted documents without a rebuild; returns their document ids."""

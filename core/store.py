@@ -947,11 +947,29 @@ class ChunkStore:
 
     # ----------------------------------------------------------------- reading
 
-    def ids(self) -> list[str]:
-        """Every id in the collection, in its own order (nothing else is read)."""
-        return self._ids_where(None)
+    def pages(self, batch_size: int = 1000) -> Iterator[StoredChunks]:
+        """The whole collection, page by page: ids, texts and metadata, no vectors.
 
-    def _ids_where(self, where: dict[str, Any] | None, batch_size: int = FALLBACK_BATCH_SIZE) -> list[str]:
+        Pages are read with limit/offset while the collection may change: an item can be
+        missed or seen twice when another writer deletes or adds meanwhile.
+        """
+        offset = 0
+        while True:
+            page = self.collection.get(limit=batch_size, offset=offset, include=["documents", "metadatas"])
+            n = len(page["ids"])
+            docs = page.get("documents") or [None] * n
+            metas = page.get("metadatas") or [None] * n
+            yield StoredChunks(
+                ids=list(page["ids"]),
+                texts=[d or "" for d in docs],
+                metadatas=[dict(m or {}) for m in metas],
+                embeddings=None,
+            )
+            offset += n
+            if n < batch_size:
+                return
+
+    def _ids_where(self, where: dict[str, Any], batch_size: int = FALLBACK_BATCH_SIZE) -> list[str]:
         ids: list[str] = []
         while True:
             page = self.collection.get(where=where, limit=batch_size, offset=len(ids), include=[])

@@ -54,7 +54,13 @@ from core.strategies.common import (
 from core.strategies.config import StrategyConfig
 from core.strategies.entity_links import EntityLinks
 from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows
-from core.strategies.table import ChunkRows, ChunkTable, added_stored_rows, chunk_new_documents
+from core.strategies.table import (
+    ChunkRows,
+    ChunkTable,
+    added_stored_rows,
+    chunk_new_documents,
+    stored_row_metadata,
+)
 from core.types import BuildReport, Document
 from core.writer_lock import WriterLock
 
@@ -62,10 +68,11 @@ L = TypeVar("L", bound="IndexLifecycle")
 
 
 class Synced(NamedTuple):
-    """What :meth:`ChunkedIndex.sync` took in: chunks added and removed."""
+    """What :meth:`ChunkedIndex.sync` took in: chunks added, removed and changed in place."""
 
     added: int
     removed: int
+    changed: int
 
 
 FloatMatrix = npt.NDArray[np.float32]
@@ -667,47 +674,70 @@ class ChunkedIndex(IndexLifecycle):
         raise NotImplementedError  # pragma: no cover
 
     def sync(self) -> Synced:
-        """Takes in the chunks the app added to, or deleted from, the Chroma collection itself.
+        """Takes in what the app added to, changed in or deleted from the Chroma collection itself.
 
         After the one-line swap an app may keep writing through its own store
-        (``vectorstore.add_documents``, ``vectorstore.delete``): call this after such writes.
-        A chunk gone from the collection leaves every structure of the index, as through
-        :meth:`delete_documents` (its text is in no later save); a chunk new in the collection
-        is indexed as stored (not re-embedded), in documents grouped by the rule of
-        :meth:`from_store`. A chunk changed in place (the same id, a new text) is not seen:
-        delete it and add it again. The index is saved when it has a directory.
+        (``vectorstore.add_documents``, ``add_texts`` over an existing id, ``delete``): call
+        this after such writes. The collection's ids, texts and metadata (not its vectors) are
+        read and compared with the index. A chunk gone from the collection, or changed there,
+        leaves every structure of the index, as through :meth:`delete_documents` (its old text
+        is in no later save); a chunk new or changed in the collection is indexed as stored
+        (not re-embedded), in documents grouped by the rule of :meth:`from_store`. When
+        nothing changed, nothing is written and no writer lock is taken. The index is saved
+        when it has a directory.
 
         Returns:
-            How many chunks were added and removed.
+            How many chunks were added, removed and changed.
 
         Raises:
             core.writer_lock.IndexLockedError: Another writer holds the index directory.
             ValueError: Chunks added with an embedding function of another dimension.
         """
         self._check_writable("sync")
+        if not any(self._store_changes()):  # a reader's check: no lock, nothing written
+            return Synced(0, 0, 0)
         with self._writing():
             self._hold_writer_lock()
-            present = list(dict.fromkeys(self.store.ids()))  # pages may overlap while the app writes
+            new, gone, changed = self._store_changes()  # again, as the writer
             with self._lock:
-                known = self._table.id_to_row
-                kept = set(present)
-                gone = sorted(r for cid, r in known.items() if cid not in kept)
-                new = [cid for cid in present if cid not in known]
-            if gone:
+                stale = [self._table.id_to_row[cid] for cid in [*gone, *changed]]
+            if stale:
                 with self._changing(), self._lock:
-                    self._table.remove_rows(gone)
-                    self._forget_rows(gone)
-            if new:
+                    self._table.remove_rows(sorted(stale))
+                    self._forget_rows(sorted(stale))
+            added = [*new, *changed]
+            if added:
                 try:
-                    rows, vectors = added_stored_rows(self.store, new, self._table)
+                    rows, vectors = added_stored_rows(self.store, added, self._table)
                 except KeyError:  # deleted again meanwhile: take what is still there
-                    new = self.store.existing(new)
-                    rows, vectors = added_stored_rows(self.store, new, self._table)
-                if new:
+                    added = self.store.existing(added)
+                    rows, vectors = added_stored_rows(self.store, added, self._table)
+                if added:
                     self._extend(rows, vectors, first_build=False)
-            if gone or new:
+            if stale or added:
                 self._autosave()
-        return Synced(added=len(new), removed=len(gone))
+        return Synced(len(new), len(gone), len(changed))
+
+    def _store_changes(self) -> tuple[list[str], list[str], list[str]]:
+        """The collection's ids that are new to the index, gone from the collection, and changed there."""
+        new: dict[str, None] = {}
+        changed: dict[str, None] = {}
+        seen: set[str] = set()
+        for page in self.store.pages():
+            with self._lock:
+                table = self._table
+                for cid, text, meta in zip(page.ids, page.texts, page.metadatas, strict=True):
+                    seen.add(cid)
+                    row = table.id_to_row.get(cid)
+                    if row is None:
+                        new[cid] = None
+                    elif table.texts[row] != text or table.metadatas[row] != stored_row_metadata(meta):
+                        changed[cid] = None
+        with self._lock:
+            unseen = [cid for cid in self._table.id_to_row if cid not in seen]
+        # pages read while the app deletes can skip an id: gone only if the collection says so
+        still = set(self.store.existing(unseen)) if unseen else set()
+        return list(new), [cid for cid in unseen if cid not in still], list(changed)
 
     @property
     def chunk_size(self) -> int:

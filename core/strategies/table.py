@@ -207,9 +207,14 @@ class ChunkTable:
         """
         mask = self.live_mask(flt)
         # A document's id names that document, unless the filter leaves none of it (another
-        # tenant's): then, as any other name, it names the documents whose chunks carry it.
+        # tenant's), or other documents were named after it (``id#<hash>``: another tenant's
+        # same-named document a sync took in): then, as any other name, it names the
+        # documents whose chunks carry it.
+        suffixed = {d.split("#", 1)[0] for d in self.doc_rows if "#" in d}
         by_name = {
-            n: {n} for n in set(names) if n in self.doc_rows and any(mask[r] for r in self.doc_rows[n])
+            n: {n}
+            for n in set(names)
+            if n in self.doc_rows and n not in suffixed and any(mask[r] for r in self.doc_rows[n])
         }
         wanted = set(names) - set(by_name)
         if wanted:
@@ -494,6 +499,11 @@ def stored_rows(store: ChunkStore, dimension: int, *, ordered: bool) -> tuple[Ch
     return _as_rows(stored, order, doc_of)
 
 
+def stored_row_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A stored chunk's metadata as a row of the table keeps it (what the strategies and filters read)."""
+    return sanitize_metadata(public_metadata(metadata))
+
+
 def _as_rows(
     stored: StoredChunks, order: Sequence[int], doc_of: Mapping[int, str]
 ) -> tuple[ChunkRows, FloatMatrix]:
@@ -540,7 +550,9 @@ def added_stored_rows(
             document_key(stored.metadatas[first]),
         )
         doc = group
-        if name in table.doc_rows and table._metadata_key(name) == key:
+        if name in table.doc_rows and table._metadata_key(name) == document_key(
+            stored_row_metadata(stored.metadatas[first])
+        ):
             doc = name
         elif name in table.doc_rows or name in shared:
             doc = suffixed_name(name, key)

@@ -1132,8 +1132,12 @@ def test_add_documents_makes_new_entities_retrievable(small_rag: BridgeRAG) -> N
     assert "marrowick-observatory" in {r.metadata["doc_id"] for r in old}
 
 
+def _live_chunks_under(rag: BridgeRAG, node: int) -> int:
+    return len(_chunk_ids_under(rag, [node]))
+
+
 def test_add_documents_refreshes_the_ancestors_of_new_abstracts(small_rag: BridgeRAG) -> None:
-    """A parent speaks for the children it gains: entities, centroid and summary, up to the root."""
+    """A parent speaks for the children it gains, as a build makes it: entities, centroid, summary."""
     rag = small_rag
     n_forest = len(rag.forest)
     rag.add_documents(NEW_DOCS)
@@ -1143,13 +1147,33 @@ def test_add_documents_refreshes_the_ancestors_of_new_abstracts(small_rag: Bridg
             kids = [c for c in rag.forest.children(ancestor).tolist() if rag._abs_alive[c]]
             entities = rag.abstract(ancestor)["entities"]
             assert entities == list(dict.fromkeys(e for c in kids for e in rag._abs_entities[c]))[:50]
-            centroid = rag._abs_matrix[kids].mean(axis=0)
+            weights = np.array([_live_chunks_under(rag, c) for c in kids], dtype=np.float64)
+            centroid = (rag._abs_matrix[kids] * weights[:, None]).sum(axis=0)
             np.testing.assert_allclose(
-                rag._abs_matrix[ancestor], centroid / np.linalg.norm(centroid), atol=1e-6
+                rag._abs_matrix[ancestor], centroid / np.linalg.norm(centroid), atol=1e-5
             )
+            assert rag.abstract(ancestor)["summary"].count("About: ") == 1  # a child's head is not nested
             ancestor = rag.forest.parent(ancestor)
     parent = rag.forest.parent(n_forest)
     assert set(rag.abstract(n_forest)["entities"]) <= set(rag.abstract(parent)["entities"])
+
+
+def test_an_llm_index_keeps_llm_summaries_in_the_parents_an_add_rewrites(
+    small_docs: list[Document], make_rag: Callable[..., BridgeRAG]
+) -> None:
+    calls: list[str] = []
+
+    def llm(prompt: str) -> str:
+        calls.append(prompt)
+        return f"LLM SUMMARY {len(calls)}"
+
+    rag = make_rag(small_docs, llm=llm)
+    n_forest = len(rag.forest)
+    rag.add_documents(NEW_DOCS)
+    touched = {rag.forest.parent(n) for n in range(n_forest, len(rag.forest))} - {-1}
+    assert touched
+    for node in touched:
+        assert rag.abstract(node)["summary"].startswith("LLM SUMMARY")
 
 
 def test_add_documents_with_duplicate_id_leaves_index_unchanged(small_rag: BridgeRAG) -> None:

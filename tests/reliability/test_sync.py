@@ -37,10 +37,10 @@ def test_sync_takes_in_what_the_app_added_and_deleted_in_chroma(
         with pytest.raises(NotImplementedError, match="add and delete through the retriever"):
             rag.sync()
         return
-    assert tuple(rag.sync()) == (0, 0)  # nothing changed behind its back
+    assert tuple(rag.sync()) == (0, 0, 0)  # nothing changed behind its back
     _app_adds(rag.store, ["app-secret"], [SECRET_TEXT], [{"source": "vault.txt", "tenant": "acme"}])
     assert all(r.id != "app-secret" for r in rag.retrieve(QUESTION, k=50))  # not seen before a sync
-    assert tuple(rag.sync()) == (1, 0)
+    assert tuple(rag.sync()) == (1, 0, 0)
     found = [r for r in rag.retrieve(QUESTION, k=5) if r.id == "app-secret"]
     assert found
     assert found[0].metadata["tenant"] == "acme"
@@ -49,7 +49,7 @@ def test_sync_takes_in_what_the_app_added_and_deleted_in_chroma(
     assert _leftovers(index_dir, needles)  # saved with the index
     rag.store.delete(["app-secret"])  # the app deletes through its own store
     assert any(r.id == "app-secret" for r in rag.retrieve(QUESTION, k=50))  # still served until a sync
-    assert tuple(rag.sync()) == (0, 1)
+    assert tuple(rag.sync()) == (0, 1, 0)
     assert all(r.id != "app-secret" for r in rag.retrieve(QUESTION, k=50))
     assert _leftovers(index_dir, needles) == {}  # and nothing of it in any file of the index
     reopened = case.load(tmp_path, embedder=rag.embedder, **case.wiring_kwargs())
@@ -77,7 +77,7 @@ def test_a_tenants_chunk_added_behind_the_index_never_joins_another_tenants_docu
         ],
         [{"source": "report.pdf", "tenant": "globex"}] * 2 + [{"source": "report.pdf", "tenant": "acme"}],
     )
-    assert tuple(rag.sync()) == (3, 0)
+    assert tuple(rag.sync()) == (3, 0, 0)
     doc_of = dict(zip(rag.chunk_table.ids, rag.chunk_table.doc_ids, strict=True))
     assert doc_of["a3"] == doc_of["a1"]  # acme's new chunk joins acme's document
     assert doc_of["g1"] == doc_of["g2"] != doc_of["a1"]  # globex's is a document of its own
@@ -107,11 +107,11 @@ def test_the_adapters_sync_through_the_strategy(lc_sync_store: Any) -> None:
         vs, entity_extractor=RuleBasedEntityExtractor(), show_progress=False
     )
     vs.add_texts([SECRET_TEXT], metadatas=[{"source": "vault.txt"}], ids=["vault"])
-    assert retriever.sync() == (1, 0)
+    assert retriever.sync() == (1, 0, 0)
     assert "vault" in [d.id for d in retriever.invoke(QUESTION, k=10)]
     vs.delete(["vault"])
     li = StrategyRetriever(retriever.strategy, k=10)
-    assert li.sync() == (0, 1)
+    assert li.sync() == (0, 1, 0)
     assert "vault" not in [n.node.node_id for n in li.retrieve(QUESTION)]
     assert isinstance(vs.embeddings, DeterministicFakeEmbedding)
 
@@ -144,3 +144,118 @@ def test_an_adapter_over_a_strategy_without_sync_says_so() -> None:
     retriever = StrategyRetriever(strategy=DenseRetriever(store, wiring_embedder()))
     with pytest.raises(NotImplementedError, match="DenseRetriever has no sync"):
         retriever.sync()
+
+
+def _from_store(store: ChunkStore) -> BridgeRAG:
+    return BridgeRAG.from_store(
+        store, embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor(), show_progress=False
+    )
+
+
+def test_a_chunk_changed_in_place_is_taken_in_and_its_old_text_leaves() -> None:
+    """LangChain's ``add_texts`` over an existing id overwrites it: the old text must not stay served."""
+    store = ChunkStore.ephemeral(unique_name("sync-upsert"))
+    _app_adds(
+        store, ["x", "y"], ["Arvel founded the Quellmoor Guild.", "Brisca trades salt."], [{"t": "a"}] * 2
+    )
+    rag = _from_store(store)
+    store.delete(["x"])
+    _app_adds(store, ["x"], ["Corwen sails to Solbury for globex."], [{"t": "g"}])
+    assert tuple(rag.sync()) == (0, 0, 1)
+    texts = {r.id: r.text for r in rag.retrieve("Who founded the Quellmoor Guild?", k=10)}
+    assert texts["x"] == "Corwen sails to Solbury for globex."
+    assert rag.retrieve("Solbury", k=1, filter={"t": "g"})[0].id == "x"
+    assert tuple(rag.sync()) == (0, 0, 0)
+
+
+def test_a_delete_during_the_listing_never_drops_a_live_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages read with limit/offset skip an id when the app deletes meanwhile: skipped is not gone."""
+    store = ChunkStore.ephemeral(unique_name("sync-pages"))
+    _app_adds(
+        store,
+        [f"c{i}" for i in range(6)],
+        [f"Chunk {i} about salt." for i in range(6)],
+        [{"n": i} for i in range(6)],
+    )
+    rag = _from_store(store)
+    pages = store.pages
+
+    def skipping(batch_size: int = 1000) -> Any:
+        store.delete(["c5"])  # the app deletes c5 while the listing runs, which then skips c0
+        for page in pages(batch_size):
+            yield type(page)(page.ids[1:], page.texts[1:], page.metadatas[1:], None)
+
+    monkeypatch.setattr(store, "pages", skipping)
+    assert tuple(rag.sync()) == (0, 1, 0)  # c5 only: c0 is still in the collection
+    live = {rag.chunk_table.ids[r] for r in range(len(rag.chunk_table)) if rag.chunk_table.alive[r]}
+    assert live == {"c0", "c1", "c2", "c3", "c4"}
+
+
+def test_a_sync_with_nothing_to_do_takes_no_writer_lock(tmp_path: Path) -> None:
+    """Several workers may sync after their writes: one that finds nothing stays a reader."""
+    from tests.reliability.cases import synthetic_documents
+
+    built = BridgeRAG.from_documents(
+        synthetic_documents(4),
+        embedder=wiring_embedder(),
+        entity_extractor=RuleBasedEntityExtractor(),
+        persist_directory=tmp_path,
+        show_progress=False,
+    )
+    store = built.store
+    built.close()
+    first, second = (
+        BridgeRAG.load(
+            tmp_path / "bridge", embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor()
+        )
+        for _ in range(2)
+    )
+    assert tuple(first.sync()) == (0, 0, 0)
+    _app_adds(store, ["w2"], ["Galder sold salt in Vantry."], [{"source": "w2.txt"}])
+    assert tuple(second.sync()) == (1, 0, 0)  # the first did not keep the lock
+
+
+def test_a_llama_index_node_synced_into_its_document_joins_it() -> None:
+    """Nodes LlamaIndex stored carry their exclusions in ``_node_content``: a new node of an indexed
+    document still joins that document, and deleting the document removes all of it."""
+    import json
+
+    def node_meta(i: int) -> dict[str, Any]:
+        node = {
+            "id_": f"n{i}",
+            "text": "",
+            "metadata": {"file_name": "guide.md"},
+            "excluded_llm_metadata_keys": ["file_name"],
+        }
+        return {
+            "file_name": "guide.md",
+            "_node_content": json.dumps(node),
+            "_node_type": "TextNode",
+            "doc_id": "guide-doc",
+            "ref_doc_id": "guide-doc",
+            "document_id": "guide-doc",
+        }
+
+    store = ChunkStore.ephemeral(unique_name("sync-li"))
+    texts = [
+        "Arvel founded the Quellmoor Guild.",
+        "Brisca trades salt in Rastwick.",
+        "Corwen sails to Solbury.",
+    ]
+    _app_adds(store, ["n0", "n1"], texts[:2], [node_meta(0), node_meta(1)])
+    rag = _from_store(store)
+    _app_adds(store, ["n2"], texts[2:], [node_meta(2)])
+    assert tuple(rag.sync()) == (1, 0, 0)
+    assert set(rag.chunk_table.doc_ids) == {"guide-doc"}
+    assert rag.delete_documents(["guide-doc"]) == 3
+
+
+def test_after_a_sync_a_name_two_tenants_share_is_refused_as_in_a_build() -> None:
+    store = ChunkStore.ephemeral(unique_name("sync-ambiguous"))
+    _app_adds(store, ["a1"], ["Falcon launches in May."], [{"source": "report.pdf", "tenant": "acme"}])
+    rag = _from_store(store)
+    _app_adds(store, ["g1"], ["Zeta costs $41M."], [{"source": "report.pdf", "tenant": "globex"}])
+    rag.sync()
+    with pytest.raises(ValueError, match=r"2 documents carry the name 'report\.pdf'"):
+        rag.delete_documents(["report.pdf"])
+    assert rag.delete_documents(["report.pdf"], filter={"tenant": "acme"}) == 1

@@ -17,11 +17,16 @@ _PROMPT = (
 _MAX_PROMPT_CHARS = 6000
 
 
+#: How an extractive summary names its top entities (a parent's summary skips a child's).
+_HEAD = "About: "
+
+
 def _lead_sentence(text: str) -> str:
+    """The first sentence of ``text``; of a summary, the first after its ``About: ...`` head."""
     spans = split_sentences(text)
     if not spans:
         return text.strip()
-    s, e = spans[0]
+    s, e = spans[1] if len(spans) > 1 and text.startswith(_HEAD) else spans[0]
     return text[s:e]
 
 
@@ -59,7 +64,7 @@ class AbstractWriter:
         head = ""
         if entities:
             top = [name for name, _ in Counter(entities).most_common(5)]
-            head = "About: " + ", ".join(top) + ". "
+            head = _HEAD + ", ".join(top) + ". "
         body = " ".join(_lead_sentence(t) for t in texts if t.strip())
         return _truncate_words(head + body, self.max_words)
 

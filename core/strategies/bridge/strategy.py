@@ -355,14 +355,16 @@ class BridgeRAG(ChunkedIndex):
     def _refresh_ancestors(
         self, nodes: Sequence[int], matrix: FloatMatrix, writer: AbstractWriter
     ) -> FloatMatrix:
-        """Recomputes every ancestor of ``nodes`` from its live children, level by level.
+        """Recomputes every ancestor of ``nodes`` from its live children, level by level, as a build does.
 
-        An ancestor gets the mean of its children's vectors (in ``matrix``, changed in place
-        and returned), the union of their entities and the summary of the child nearest its
-        new centroid; one left without live children is blanked. A delete and an add both end
+        An ancestor gets the centroid of its children's vectors weighted by the live chunks
+        under each (in ``matrix``, changed in place and returned), the union of their
+        entities, and a summary of its children (the LLM's, given one, else the nearest
+        child's lead); one left without live children is blanked. A delete and an add both end
         here, so a parent always speaks for the children it has.
         """
         parent = self._parents()
+        weights = self._live_chunks_under(parent)
         level = {int(parent[a]) for a in nodes if parent[a] >= 0}
         while level:
             for node in sorted(level):
@@ -370,18 +372,29 @@ class BridgeRAG(ChunkedIndex):
                 self._abs_alive[node] = bool(children)
                 if not children:
                     self._abs_doc[node] = None
-                matrix[node] = _unit_mean(matrix[children]) if children else 0.0
-                self._abs_entities[node] = list(
-                    dict.fromkeys(e for c in children for e in self._abs_entities[c])
-                )[:50]
-                if children:
-                    nearest = max(children, key=lambda c: (float(matrix[c] @ matrix[node]), -c))
-                    summary = writer.extractive([self._abs_summary[nearest]], self._abs_entities[node])
+                    matrix[node], self._abs_entities[node], self._abs_summary[node] = 0.0, [], ""
+                    continue
+                matrix[node] = weighted_centroids(matrix, [children], weights)[0]
+                entities = [e for c in children for e in self._abs_entities[c]]
+                self._abs_entities[node] = list(dict.fromkeys(entities))[:50]
+                sims = matrix[children] @ matrix[node]
+                closest = [children[i] for i in np.lexsort((children, -sims))]
+                if writer.llm is not None:
+                    self._abs_summary[node] = writer.write([self._abs_summary[c] for c in closest], entities)
                 else:
-                    summary = ""
-                self._abs_summary[node] = summary
+                    self._abs_summary[node] = writer.extractive([self._abs_summary[closest[0]]], entities)
             level = {int(parent[n]) for n in level if parent[n] >= 0}
         return matrix
+
+    def _live_chunks_under(self, parent: npt.NDArray[np.int32]) -> npt.NDArray[np.float64]:
+        """Live chunks under each abstract (a build weights a parent's centroid by them)."""
+        levels = np.asarray(self._abs_level, dtype=np.int64)
+        alive = self._table.alive
+        weights = np.bincount(self._row_abstract[alive], minlength=len(levels)).astype(np.float64)
+        for lv in range(int(levels.max(initial=0))):
+            below = np.flatnonzero((levels == lv) & (parent >= 0))
+            np.add.at(weights, parent[below], weights[below])
+        return weights
 
     # ------------------------------------------------------------------ query
     @follows_writer
