@@ -39,7 +39,7 @@ import numpy.typing as npt
 from core.embed import Embedder, as_embedder, window_chars
 from core.filters import MetadataFilter, parse_filter
 from core.persist import FileData, save_index
-from core.store import ChunkStore
+from core.store import ChunkStore, StoredChunks
 from core.strategies.base import check_doc_ids, check_k, check_query
 from core.strategies.common import (
     check_embedder,
@@ -694,11 +694,12 @@ class ChunkedIndex(IndexLifecycle):
             ValueError: Chunks added with an embedding function of another dimension.
         """
         self._check_writable("sync")
-        if not any(self._store_changes()):  # a reader's check: no lock, nothing written
+        first = self._store_changes()  # a reader's check: no lock, nothing written
+        if not any(first):
             return Synced(0, 0, 0)
         with self._writing():
-            self._hold_writer_lock()
-            new, gone, changed = self._store_changes()  # again, as the writer
+            self._hold_writer_lock()  # may load what another writer saved meanwhile
+            new, gone, changed = self._store_changes([cid for ids in first for cid in ids])
             with self._lock:
                 stale = [self._table.id_to_row[cid] for cid in [*gone, *changed]]
             if stale:
@@ -718,12 +719,17 @@ class ChunkedIndex(IndexLifecycle):
                 self._autosave()
         return Synced(len(new), len(gone), len(changed))
 
-    def _store_changes(self) -> tuple[list[str], list[str], list[str]]:
-        """The collection's ids that are new to the index, gone from the collection, and changed there."""
+    def _store_changes(self, only: Sequence[str] | None = None) -> tuple[list[str], list[str], list[str]]:
+        """The collection's ids that are new to the index, gone from the collection, and changed there.
+
+        Args:
+            only: Check these ids alone (a writer re-checking what a reader found); None: the
+                whole collection.
+        """
         new: dict[str, None] = {}
         changed: dict[str, None] = {}
         seen: set[str] = set()
-        for page in self.store.pages():
+        for page in self.store.pages() if only is None else [self._stored_now(only)]:
             with self._lock:
                 table = self._table
                 for cid, text, meta in zip(page.ids, page.texts, page.metadatas, strict=True):
@@ -734,10 +740,20 @@ class ChunkedIndex(IndexLifecycle):
                     elif table.texts[row] != text or table.metadatas[row] != stored_row_metadata(meta):
                         changed[cid] = None
         with self._lock:
-            unseen = [cid for cid in self._table.id_to_row if cid not in seen]
+            known = self._table.id_to_row
+            unseen = [cid for cid in (known if only is None else only) if cid in known and cid not in seen]
         # pages read while the app deletes can skip an id: gone only if the collection says so
         still = set(self.store.existing(unseen)) if unseen else set()
         return list(new), [cid for cid in unseen if cid not in still], list(changed)
+
+    def _stored_now(self, ids: Sequence[str]) -> StoredChunks:
+        """Those of ``ids`` the collection holds, with their texts and metadata."""
+        store: ChunkStore = self.store
+        while True:
+            try:
+                return store.get(store.existing(ids), include_embeddings=False)
+            except KeyError:  # deleted between the two reads: ask again
+                continue
 
     @property
     def chunk_size(self) -> int:
