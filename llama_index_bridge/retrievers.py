@@ -158,8 +158,9 @@ def from_llama_document(doc: BaseNode) -> CoreDocument:
     # document_id matches) both find the chunks we stored.
     source = doc.id_ if isinstance(doc, LlamaDocument) else doc.ref_doc_id
     if source:
-        for key in ("ref_doc_id", "document_id"):
-            metadata.setdefault(key, source)
+        metadata.update(
+            ref_doc_id=source, document_id=source
+        )  # over any the metadata had, as LlamaIndex does
     if doc.excluded_llm_metadata_keys:  # kept with every chunk, hidden again in the nodes returned
         metadata[HIDDEN_KEYS_KEY] = json.dumps(sorted(set(doc.excluded_llm_metadata_keys)))
     return CoreDocument(text=doc.get_content(metadata_mode=MetadataMode.NONE), id=doc.id_, metadata=metadata)

@@ -229,6 +229,7 @@ class IndexLifecycle(Follows):
             with self._changing(), self._lock:
                 self._table.remove_rows(rows)
                 self._forget_rows(rows)
+            self._after_change()
             self._autosave()
         return len(rows)
 
@@ -523,6 +524,9 @@ class IndexLifecycle(Follows):
     def _forget_rows(self, rows: Sequence[int]) -> None:
         """Drops deleted rows from the strategy's own structures (the table already did)."""
 
+    def _after_change(self) -> None:
+        """Slow work a change left to do outside its exclusive block (Bridge-RAG's LLM summaries)."""
+
     def _check_writable(self, what: str) -> None:
         """Raises when this index cannot be changed (Bubble over a bare graph has no store)."""
 
@@ -694,6 +698,7 @@ class ChunkedIndex(IndexLifecycle):
             ValueError: Chunks added with an embedding function of another dimension.
         """
         self._check_writable("sync")
+        self.refresh()  # another worker may have synced and saved already: compare with that
         first = self._store_changes()  # a reader's check: no lock, nothing written
         if not any(first):
             return Synced(0, 0, 0)
@@ -706,6 +711,7 @@ class ChunkedIndex(IndexLifecycle):
                 with self._changing(), self._lock:
                     self._table.remove_rows(sorted(stale))
                     self._forget_rows(sorted(stale))
+                self._after_change()
             added = [*new, *changed]
             if added:
                 try:

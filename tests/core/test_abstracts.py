@@ -229,3 +229,53 @@ def test_llm_accepts_plain_callable(extractor: EntityExtractor, new_store: Calla
     rag = _build(lambda prompt: "plain callable summary", extractor, new_store)
     assert rag.report.counts["llm summaries"] == rag.num_abstracts
     assert rag.abstract(0)["summary"] == "plain callable summary"
+
+
+def test_a_head_is_skipped_only_in_a_parents_reading_of_a_childs_summary() -> None:
+    writer = AbstractWriter(max_words=60)
+    chunk = "About: Marrowick Observatory was founded by Ilse Varga in 1889. Visitors tour it on Sundays."
+    assert writer.extractive([chunk]).startswith(
+        "About: Marrowick Observatory was founded"
+    )  # a chunk's own text
+    child = writer.extractive(
+        ["Ilse Varga founded the observatory. She was born in Corvane."], ["Ilse Varga"]
+    )
+    assert child.startswith("About: Ilse Varga. ")
+    parent = writer.extractive([child], ["Ilse Varga"], of_summaries=True)
+    assert parent == "About: Ilse Varga. Ilse Varga founded the observatory."  # one head, the child's lead
+
+
+def test_an_llm_writes_the_summaries_a_change_rewrites_while_queries_still_run() -> None:
+    """The LLM is slow: it runs after the change's exclusive block, so a query meanwhile is served."""
+    import threading
+
+    from core.entities import RuleBasedEntityExtractor
+    from tests.reliability.cases import synthetic_documents
+
+    served: list[bool] = []
+    rag: Any = None
+
+    def llm(prompt: str) -> str:
+        if rag is not None:  # a change is under way: another thread's query must not wait for it
+            query = threading.Thread(target=lambda: rag.retrieve("Who founded the guild?", k=2))
+            query.start()
+            query.join(timeout=60)
+            served.append(not query.is_alive())
+        return "LLM SUMMARY"
+
+    rag = None
+    built = BridgeRAG.from_documents(
+        synthetic_documents(12),
+        embedder=hash_embedder(),
+        store=ChunkStore.ephemeral("llm-after-change"),
+        entity_extractor=RuleBasedEntityExtractor(),
+        llm=CallableLLM(llm),
+        show_progress=False,
+    )
+    rag = built
+    rag.add_documents(synthetic_documents(2, prefix="late"))
+    rag.delete_documents([rag.chunk_table.doc_ids[0]])
+    assert served
+    assert all(served)
+    parents = {rag.forest.parent(n) for n in range(len(rag.forest)) if rag.abstract(n)["level"] == 0} - {-1}
+    assert all(rag.abstract(p)["summary"] == "LLM SUMMARY" for p in parents if rag.abstract(p)["alive"])

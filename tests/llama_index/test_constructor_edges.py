@@ -122,7 +122,8 @@ def test_the_apps_own_delete_ref_doc_reaches_what_we_inserted(li_embed_model: An
         DOCS[:2], storage_context=StorageContext.from_defaults(vector_store=store), embed_model=li_embed_model
     )
     retriever = BridgeRetriever.from_vector_store(store, embed_model=li_embed_model, show_progress=False)
-    retriever.insert(DOCS[2])
+    osaka = Document(text=DOCS[2].text, id_="osaka", metadata={"document_id": "INV-7"})  # a field of its own
+    retriever.insert(osaka)
     assert "osaka" in {n.node.ref_doc_id for n in retriever.retrieve("Who built Osaka Castle?")}
     index.delete_ref_doc("osaka")  # the app's own delete, through LlamaIndex
     assert store._collection.get(where={"doc_id": "osaka"})["ids"] == []

@@ -213,6 +213,13 @@ def test_a_sync_with_nothing_to_do_takes_no_writer_lock(tmp_path: Path) -> None:
     assert tuple(first.sync()) == (0, 0, 0)
     _app_adds(store, ["w2"], ["Galder sold salt in Vantry."], [{"source": "w2.txt"}])
     assert tuple(second.sync()) == (1, 0, 0)  # the first did not keep the lock
+    assert first.refresh()  # the first follows the second's save (as its queries do every second)
+    assert "w2" in first.chunk_table.id_to_row
+    store.delete(["w2"])
+    assert tuple(second.sync()) == (0, 1, 0)  # the second worker keeps the lock it took
+    # the first catches up with what the second saved: nothing left to do, no lock needed
+    assert tuple(first.sync()) == (0, 0, 0)
+    assert "w2" not in first.chunk_table.id_to_row
 
 
 def test_a_llama_index_node_synced_into_its_document_joins_it() -> None:

@@ -21,12 +21,12 @@ _MAX_PROMPT_CHARS = 6000
 _HEAD = "About: "
 
 
-def _lead_sentence(text: str) -> str:
-    """The first sentence of ``text``; of a summary, the first after its ``About: ...`` head."""
+def _lead_sentence(text: str, *, after_head: bool = False) -> str:
+    """The first sentence of ``text``; with ``after_head``, the first after its ``About: ...`` head."""
     spans = split_sentences(text)
     if not spans:
         return text.strip()
-    s, e = spans[1] if len(spans) > 1 and text.startswith(_HEAD) else spans[0]
+    s, e = spans[1] if after_head and len(spans) > 1 and text.startswith(_HEAD) else spans[0]
     return text[s:e]
 
 
@@ -59,13 +59,19 @@ class AbstractWriter:
         self.llm_calls = 0
         self.llm_failures = 0
 
-    def extractive(self, texts: Sequence[str], entities: Sequence[str] = ()) -> str:
-        """Deterministic summary: optional top entities, then lead sentences."""
+    def extractive(
+        self, texts: Sequence[str], entities: Sequence[str] = (), *, of_summaries: bool = False
+    ) -> str:
+        """Deterministic summary: optional top entities, then lead sentences.
+
+        With ``of_summaries`` the texts are summaries this writer made (a parent's children):
+        each one's lead is the sentence after its own ``About: ...`` head, so heads never nest.
+        """
         head = ""
         if entities:
             top = [name for name, _ in Counter(entities).most_common(5)]
             head = _HEAD + ", ".join(top) + ". "
-        body = " ".join(_lead_sentence(t) for t in texts if t.strip())
+        body = " ".join(_lead_sentence(t, after_head=of_summaries) for t in texts if t.strip())
         return _truncate_words(head + body, self.max_words)
 
     def write(self, texts: Sequence[str], entities: Sequence[str] = ()) -> str:

@@ -265,6 +265,8 @@ class BridgeRAG(ChunkedIndex):
         self._abs_alive: list[bool] = []
         self._abs_matrix: FloatMatrix = np.zeros((0, dim), dtype=np.float32)
         self._parent_cache: npt.NDArray[np.int32] | None = None
+        #: Abstracts a change gave an extractive summary that the LLM rewrites after it.
+        self._llm_pending: set[int] = set()
 
     # ------------------------------------------------------------------ properties
     @property
@@ -344,7 +346,8 @@ class BridgeRAG(ChunkedIndex):
             for ent in set(self._abs_entities[a]) - set(kept):
                 self._filter.remove_ids(ent, [a])
             self._abs_entities[a] = kept
-            self._abs_summary[a] = writer.write(texts) if texts else ""
+            self._abs_summary[a] = writer.extractive(texts) if texts else ""  # the LLM's comes after
+            self._queue_llm_summary(a)
             self._abs_alive[a] = bool(live.size)
             if not live.size:
                 self._abs_doc[a] = None  # a document name (a file name) is data of the deleted too
@@ -377,14 +380,50 @@ class BridgeRAG(ChunkedIndex):
                 matrix[node] = weighted_centroids(matrix, [children], weights)[0]
                 entities = [e for c in children for e in self._abs_entities[c]]
                 self._abs_entities[node] = list(dict.fromkeys(entities))[:50]
-                sims = matrix[children] @ matrix[node]
-                closest = [children[i] for i in np.lexsort((children, -sims))]
-                if writer.llm is not None:
-                    self._abs_summary[node] = writer.write([self._abs_summary[c] for c in closest], entities)
-                else:
-                    self._abs_summary[node] = writer.extractive([self._abs_summary[closest[0]]], entities)
+                nearest = self._closest(children, matrix, node)[0]
+                self._abs_summary[node] = writer.extractive(
+                    [self._abs_summary[nearest]], entities, of_summaries=self._abs_level[nearest] > 0
+                )
+                self._queue_llm_summary(node)  # an LLM index gets the LLM's after the change
             level = {int(parent[n]) for n in level if parent[n] >= 0}
         return matrix
+
+    @staticmethod
+    def _closest(children: Sequence[int], matrix: FloatMatrix, node: int) -> list[int]:
+        """``children`` nearest first to ``node``'s vector (ties: lower id)."""
+        sims = matrix[list(children)] @ matrix[node]
+        return [children[i] for i in np.lexsort((children, -sims))]
+
+    def _queue_llm_summary(self, node: int) -> None:
+        if self.llm is not None:
+            self._llm_pending.add(node)
+
+    def _after_change(self) -> None:
+        """The LLM's summaries of the abstracts a change rewrote, written outside its exclusive block.
+
+        Queries meanwhile see the extractive summaries the change left; each level's LLM
+        summaries are then swapped in at once, children before parents (a parent summarises
+        its children's new summaries).
+        """
+        pending, self._llm_pending = self._llm_pending, set()
+        writer = AbstractWriter(self.config.summary_words, self.llm)
+        for level in sorted({self._abs_level[n] for n in pending}):
+            inputs: dict[int, tuple[list[str], list[str]]] = {}
+            with self._lock:
+                parent = self._parents()
+                for node in sorted(n for n in pending if self._abs_level[n] == level and self._abs_alive[n]):
+                    if level == 0:
+                        rows = np.flatnonzero(self._table.alive & (self._row_abstract == node))
+                        inputs[node] = ([self._table.texts[int(r)] for r in rows], [])
+                    else:
+                        kids = [c for c in np.flatnonzero(parent == node).tolist() if self._abs_alive[c]]
+                        closest = self._closest(kids, self._abs_matrix, node)
+                        ents = [e for c in kids for e in self._abs_entities[c]]
+                        inputs[node] = ([self._abs_summary[c] for c in closest], ents)
+            written = {node: writer.write(texts, ents) for node, (texts, ents) in inputs.items()}
+            with self._changing(), self._lock:
+                for node, summary in written.items():
+                    self._abs_summary[node] = summary
 
     def _live_chunks_under(self, parent: npt.NDArray[np.int32]) -> npt.NDArray[np.float64]:
         """Live chunks under each abstract (a build weights a parent's centroid by them)."""
@@ -707,6 +746,7 @@ class BridgeRAG(ChunkedIndex):
             if writer.llm_calls:
                 self.report.counts["llm summaries"] = writer.llm_calls - writer.llm_failures
                 self.report.counts["llm failures"] = writer.llm_failures
+        self._after_change()  # an LLM index's summaries of the parents the new abstracts joined
 
     def _extract_entities(self, rows: ChunkRows) -> tuple[list[list[str]], list[UnitSubjects]]:
         """Entities per chunk (NER over the text, plus its document's subject) and what each is about.
@@ -754,7 +794,9 @@ class BridgeRAG(ChunkedIndex):
                 if writer.llm is not None:
                     summaries.append(writer.write([self._abs_summary[n] for n in closest], ents))
                 else:
-                    summaries.append(writer.extractive([self._abs_summary[closest[0]]], ents))
+                    summaries.append(
+                        writer.extractive([self._abs_summary[closest[0]]], ents, of_summaries=level > 1)
+                    )
             self._forest.add_nodes(
                 [level] * len(groups), [0] * len(groups), [0] * len(groups), [-1] * len(groups)
             )
