@@ -741,13 +741,19 @@ def test_update_uses_the_same_rules(
     assert "linked.md" not in _stored(index, fake)
 
 
+def _built_with_md_glob(tmp_path: Path, fake: type[JournalFake]) -> tuple[Path, Path]:
+    """The test corpus indexed with ``--glob '*.md'``: (corpus, index)."""
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    index = tmp_path / "index"
+    assert _index_main(str(corpus), "--strategy", fake.name, "--index", str(index), "--glob", "*.md") == 0
+    return corpus, index
+
+
 def test_update_reads_the_files_as_the_build_was_told(
     tmp_path: Path, fake: type[JournalFake], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A file the build's --glob left out stays out of every later --update that does not change it."""
-    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
-    index = tmp_path / "index"
-    assert _index_main(str(corpus), "--strategy", fake.name, "--index", str(index), "--glob", "*.md") == 0
+    corpus, index = _built_with_md_glob(tmp_path, fake)
     built = set(_stored(index, fake))
     assert built == {"notes/halden.md", "notes/varga.md"}
     record = read_sources(index)
@@ -774,9 +780,7 @@ def test_an_interrupted_update_is_repaired_with_the_settings_it_was_given(
     tmp_path: Path, fake: type[JournalFake], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The journal holds the update's read settings: its repair does not go back to the old ones."""
-    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
-    index = tmp_path / "index"
-    assert _index_main(str(corpus), "--strategy", fake.name, "--index", str(index), "--glob", "*.md") == 0
+    _, index = _built_with_md_glob(tmp_path, fake)
     JournalFake.fail = "add"
     with pytest.raises(RuntimeError, match="simulated crash"):
         _index_main("--index", str(index), "--update", "--glob", "*")
