@@ -229,8 +229,10 @@ class IndexLifecycle(Follows):
             with self._changing(), self._lock:
                 self._table.remove_rows(rows)
                 self._forget_rows(rows)
-            self._after_change()
-            self._autosave()
+            try:
+                self._after_change()
+            finally:  # the delete is saved even when the slow work after it is interrupted
+                self._autosave()
         return len(rows)
 
     def sync(self) -> Synced:
@@ -711,18 +713,21 @@ class ChunkedIndex(IndexLifecycle):
                 with self._changing(), self._lock:
                     self._table.remove_rows(sorted(stale))
                     self._forget_rows(sorted(stale))
-                self._after_change()
-            added = [*new, *changed]
-            if added:
-                try:
-                    rows, vectors = added_stored_rows(self.store, added, self._table)
-                except KeyError:  # deleted again meanwhile: take what is still there
-                    added = self.store.existing(added)
-                    rows, vectors = added_stored_rows(self.store, added, self._table)
+            try:
+                if stale:
+                    self._after_change()
+                added = [*new, *changed]
                 if added:
-                    self._extend(rows, vectors, first_build=False)
-            if stale or added:
-                self._autosave()
+                    try:
+                        rows, vectors = added_stored_rows(self.store, added, self._table)
+                    except KeyError:  # deleted again meanwhile: take what is still there
+                        added = self.store.existing(added)
+                        rows, vectors = added_stored_rows(self.store, added, self._table)
+                    if added:
+                        self._extend(rows, vectors, first_build=False)
+            finally:
+                if stale or new or changed:  # what was removed is saved even if the rest failed
+                    self._autosave()
         return Synced(len(new), len(gone), len(changed))
 
     def _store_changes(self, only: Sequence[str] | None = None) -> tuple[list[str], list[str], list[str]]:

@@ -270,6 +270,7 @@ def test_an_llm_writes_the_summaries_a_change_rewrites_while_queries_still_run()
         store=ChunkStore.ephemeral("llm-after-change"),
         entity_extractor=RuleBasedEntityExtractor(),
         llm=CallableLLM(llm),
+        exact_search_max_rows=5,  # queries use the dense index, which a change may rebuild
         show_progress=False,
     )
     rag = built
@@ -279,3 +280,52 @@ def test_an_llm_writes_the_summaries_a_change_rewrites_while_queries_still_run()
     assert all(served)
     parents = {rag.forest.parent(n) for n in range(len(rag.forest)) if rag.abstract(n)["level"] == 0} - {-1}
     assert all(rag.abstract(p)["summary"] == "LLM SUMMARY" for p in parents if rag.abstract(p)["alive"])
+
+
+def _llm_bridge(llm: Callable[[str], str], name: str, **kwargs: Any) -> BridgeRAG:
+    from core.entities import RuleBasedEntityExtractor
+    from tests.reliability.cases import synthetic_documents
+
+    return BridgeRAG.from_documents(
+        synthetic_documents(12),
+        embedder=hash_embedder(),
+        store=ChunkStore.ephemeral(name),
+        entity_extractor=RuleBasedEntityExtractor(),
+        llm=CallableLLM(llm),
+        show_progress=False,
+        **kwargs,
+    )
+
+
+def test_a_failed_llm_call_falls_back_to_the_summary_a_parent_gets_without_one() -> None:
+    """One head and the nearest child's lead, at build and after a change; never nested heads."""
+    rag = _llm_bridge(lambda prompt: "", "llm-empty")
+    rag.delete_documents([rag.chunk_table.doc_ids[0]])
+    summaries = [rag.abstract(a)["summary"] for a in range(len(rag.forest))]
+    assert all(summary.count("About: ") <= 1 for summary in summaries), summaries
+
+
+def test_an_interrupted_llm_rewrite_keeps_the_delete_saved_and_its_work_queued(tmp_path: Any) -> None:
+    calls: list[int] = []
+
+    def llm(prompt: str) -> str:
+        calls.append(1)
+        if len(calls) == 1 and interrupt:
+            raise KeyboardInterrupt  # Ctrl-C during a slow call
+        return "LLM SUMMARY"
+
+    interrupt = False
+    rag = _llm_bridge(llm, "llm-interrupt", persist_directory=tmp_path)
+    interrupt, calls[:] = True, []
+    gone = rag.chunk_table.doc_ids[0]
+    with pytest.raises(KeyboardInterrupt):
+        rag.delete_documents([gone])
+    assert rag._llm_pending  # the rewrite not done is still due
+    reopened = BridgeRAG.load(tmp_path / "bridge", embedder=hash_embedder(), store=rag.store)
+    assert gone not in reopened.chunk_table.doc_rows  # the delete itself was saved
+    from tests.reliability.cases import synthetic_documents
+
+    rag.add_documents(synthetic_documents(1, prefix="next"))  # the next change finishes it
+    assert not rag._llm_pending
+    parents = {rag.forest.parent(n) for n in range(len(rag.forest)) if rag.abstract(n)["level"] == 0} - {-1}
+    assert all(rag.abstract(q)["summary"] == "LLM SUMMARY" for q in parents if rag.abstract(q)["alive"])

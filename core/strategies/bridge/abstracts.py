@@ -74,10 +74,15 @@ class AbstractWriter:
         body = " ".join(_lead_sentence(t, after_head=of_summaries) for t in texts if t.strip())
         return _truncate_words(head + body, self.max_words)
 
-    def write(self, texts: Sequence[str], entities: Sequence[str] = ()) -> str:
-        """The abstract of ``texts`` (LLM summary when an LLM is set, else extractive)."""
+    def write(self, texts: Sequence[str], entities: Sequence[str] = (), *, of_summaries: bool = False) -> str:
+        """The abstract of ``texts`` (LLM summary when an LLM is set, else extractive).
+
+        With ``of_summaries`` the texts are a parent's children's summaries, nearest first: the
+        extractive fallback (no LLM, or a failed call) reads the nearest one after its head,
+        as :meth:`extractive` does for a parent.
+        """
         if self.llm is None:
-            return self.extractive(texts, entities)
+            return self._fallback(texts, entities, of_summaries)
         body = "\n\n".join(t.strip() for t in texts if t.strip())[:_MAX_PROMPT_CHARS]
         self.llm_calls += 1
         try:
@@ -86,5 +91,8 @@ class AbstractWriter:
             answer = ""
         if not answer:
             self.llm_failures += 1
-            return self.extractive(texts, entities)
+            return self._fallback(texts, entities, of_summaries)
         return _truncate_words(answer, self.max_words * 2)
+
+    def _fallback(self, texts: Sequence[str], entities: Sequence[str], of_summaries: bool) -> str:
+        return self.extractive(texts[:1] if of_summaries else texts, entities, of_summaries=of_summaries)

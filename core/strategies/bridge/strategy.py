@@ -406,24 +406,41 @@ class BridgeRAG(ChunkedIndex):
         its children's new summaries).
         """
         pending, self._llm_pending = self._llm_pending, set()
+        done: set[int] = set()
+        try:
+            for level in sorted({self._abs_level[n] for n in pending}):
+                self._write_llm_level(level, pending)
+                done.update(n for n in pending if self._abs_level[n] == level)
+        finally:  # interrupted: what is not written stays queued for the next change
+            self._llm_pending |= pending - done
+
+    def _write_llm_level(self, level: int, pending: set[int]) -> None:
+        """The LLM's summaries of the pending abstracts of one level, swapped in at once.
+
+        A failed call keeps the extractive summary the change left.
+        """
         writer = AbstractWriter(self.config.summary_words, self.llm)
-        for level in sorted({self._abs_level[n] for n in pending}):
-            inputs: dict[int, tuple[list[str], list[str]]] = {}
-            with self._lock:
-                parent = self._parents()
-                for node in sorted(n for n in pending if self._abs_level[n] == level and self._abs_alive[n]):
-                    if level == 0:
-                        rows = np.flatnonzero(self._table.alive & (self._row_abstract == node))
-                        inputs[node] = ([self._table.texts[int(r)] for r in rows], [])
-                    else:
-                        kids = [c for c in np.flatnonzero(parent == node).tolist() if self._abs_alive[c]]
-                        closest = self._closest(kids, self._abs_matrix, node)
-                        ents = [e for c in kids for e in self._abs_entities[c]]
-                        inputs[node] = ([self._abs_summary[c] for c in closest], ents)
-            written = {node: writer.write(texts, ents) for node, (texts, ents) in inputs.items()}
-            with self._changing(), self._lock:
-                for node, summary in written.items():
-                    self._abs_summary[node] = summary
+        inputs: dict[int, tuple[list[str], list[str]]] = {}
+        with self._lock:
+            parent = self._parents()
+            for node in sorted(n for n in pending if self._abs_level[n] == level and self._abs_alive[n]):
+                if level == 0:
+                    rows = np.flatnonzero(self._table.alive & (self._row_abstract == node))
+                    inputs[node] = ([self._table.texts[int(r)] for r in rows], [])
+                else:
+                    kids = [c for c in np.flatnonzero(parent == node).tolist() if self._abs_alive[c]]
+                    closest = self._closest(kids, self._abs_matrix, node)
+                    ents = [e for c in kids for e in self._abs_entities[c]]
+                    inputs[node] = ([self._abs_summary[c] for c in closest], ents)
+        written: dict[int, str] = {}
+        for node, (texts, ents) in inputs.items():
+            failures = writer.llm_failures
+            summary = writer.write(texts, ents, of_summaries=level > 1)
+            if writer.llm_failures == failures:
+                written[node] = summary
+        with self._changing(), self._lock:
+            for node, summary in written.items():
+                self._abs_summary[node] = summary
 
     def _live_chunks_under(self, parent: npt.NDArray[np.int32]) -> npt.NDArray[np.float64]:
         """Live chunks under each abstract (a build weights a parent's centroid by them)."""
@@ -689,7 +706,11 @@ class BridgeRAG(ChunkedIndex):
                 for j, (s, e, _) in enumerate(spans):
                     ents = list(dict.fromkeys(x for i in range(s, e) for x in chunk_entities[i]))
                     abs_entities.append(ents)
-                    abs_summaries.append(writer.write(rows.texts[s:e]))
+                    # an update's LLM summaries come after its change (_after_change): never under the lock
+                    later = self.llm is not None and not first_build
+                    abs_summaries.append(
+                        writer.extractive(rows.texts[s:e]) if later else writer.write(rows.texts[s:e])
+                    )
                     abs_vectors[j] = _unit_mean(embeddings[s:e])
                     row_abstract[s:e] = first_abs + j
                     weights[j] = e - s
@@ -713,6 +734,9 @@ class BridgeRAG(ChunkedIndex):
             self._abs_matrix = np.ascontiguousarray(
                 np.vstack([self._abs_matrix, abs_vectors]), dtype=np.float32
             )
+            if not first_build:
+                for j in range(len(spans)):
+                    self._queue_llm_summary(first_abs + j)
             if not first_build:  # the parents they joined now speak for them too
                 self._abs_matrix = self._refresh_ancestors(
                     range(first_abs, first_abs + len(spans)), self._abs_matrix, writer
@@ -792,7 +816,9 @@ class BridgeRAG(ChunkedIndex):
                 closest = [nodes[i] for i in np.lexsort((nodes, -sims))]
                 ents = [e for n in nodes for e in self._abs_entities[n]]
                 if writer.llm is not None:
-                    summaries.append(writer.write([self._abs_summary[n] for n in closest], ents))
+                    summaries.append(
+                        writer.write([self._abs_summary[n] for n in closest], ents, of_summaries=level > 1)
+                    )
                 else:
                     summaries.append(
                         writer.extractive([self._abs_summary[closest[0]]], ents, of_summaries=level > 1)
