@@ -32,7 +32,7 @@ Nothing here imports a framework; the adapters in ``langchain_bridge`` and
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -58,6 +58,7 @@ __all__ = [
     "check_temperature",
     "check_weights",
     "fuse_ranked_lists",
+    "item_key",
     "list_confidences",
 ]
 
@@ -253,3 +254,33 @@ def fuse_ranked_lists(
         for i, s in zip(fused_ids.tolist(), fused.tolist(), strict=True)
     ]
     return (items if k is None else items[:k]), confidences
+
+
+def item_key(
+    text: str, metadata: Mapping[str, object], id_key: str | None, source: int, what: str
+) -> Hashable:
+    """What identifies an item across the fused lists: its text, or ``metadata[id_key]``.
+
+    Args:
+        text: The item's text (without metadata).
+        metadata: Its metadata.
+        id_key: The metadata key naming it; None: its text.
+        source: The 0-based index of the list (retriever) it came from, for the message.
+        what: What the framework calls an item ("document", "node").
+
+    Raises:
+        ValueError: ``id_key`` is given and the item lacks it.
+    """
+    if id_key is None:
+        return text
+    if id_key not in metadata:
+        raise ValueError(
+            f"a {what} from retriever {source + 1} has no metadata[{id_key!r}]; give every {what} "
+            f"that key, or leave id_key=None to match {what}s by their text"
+        )
+    value = metadata[id_key]
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value

@@ -45,6 +45,7 @@ from core.confidence_fusion import (
     Scaling,
     check_weights,
     fuse_ranked_lists,
+    item_key,
 )
 
 __all__ = ["UncertaintyFusionRetriever"]
@@ -299,19 +300,7 @@ class UncertaintyFusionRetriever(BaseRetriever):
         return get_unique_config_specs(spec for r in self.retrievers for spec in r.config_specs)
 
     def _key(self, doc: Document, source: int) -> Hashable:
-        if self.id_key is None:
-            return doc.page_content
-        if self.id_key not in doc.metadata:
-            raise ValueError(
-                f"a document from retriever {source + 1} has no metadata[{self.id_key!r}]; give every "
-                "document that key, or leave id_key=None to match documents by their text"
-            )
-        value = doc.metadata[self.id_key]
-        try:
-            hash(value)
-        except TypeError:
-            return repr(value)
-        return value  # type: ignore[no-any-return]
+        return item_key(doc.page_content, doc.metadata, self.id_key, source, "document")
 
     def invoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:
         """Fuses the retrievers' results for ``input``, each run with ``config`` (as a child run).

@@ -29,6 +29,7 @@ from core.confidence_fusion import (
     check_temperature,
     check_weights,
     fuse_ranked_lists,
+    item_key,
 )
 from core.strategies.base import check_k
 from llama_index_bridge.retrievers import check_query_type, in_base_span
@@ -96,15 +97,8 @@ class UncertaintyFusionRetriever(BaseRetriever):
         return await super().aretrieve(check_query_type(str_or_query_bundle))
 
     def _key(self, hit: NodeWithScore, source: int) -> Hashable:
-        if self.id_key is None:
-            return hit.node.get_content(metadata_mode=MetadataMode.NONE)
-        if self.id_key not in hit.node.metadata:
-            raise ValueError(
-                f"a node from retriever {source + 1} has no metadata[{self.id_key!r}]; give every node "
-                "that key, or leave id_key=None to match nodes by their text"
-            )
-        value = hit.node.metadata[self.id_key]
-        return value if isinstance(value, Hashable) else repr(value)
+        text = hit.node.get_content(metadata_mode=MetadataMode.NONE)
+        return item_key(text, hit.node.metadata, self.id_key, source, "node")
 
     def _fuse(self, results: Sequence[list[NodeWithScore]]) -> list[NodeWithScore]:
         by_id: dict[Hashable, NodeWithScore] = {}
