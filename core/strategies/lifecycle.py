@@ -754,7 +754,8 @@ class ChunkedIndex(IndexLifecycle):
             known = self._table.id_to_row
             unseen = [cid for cid in (known if only is None else only) if cid in known and cid not in seen]
         # pages read while the app deletes can skip an id: gone only if the collection says so
-        still = set(self.store.existing(unseen)) if unseen else set()
+        # (ids read by id were just asked for: those not read are gone)
+        still = set(self.store.existing(unseen)) if unseen and only is None else set()
         return list(new), [cid for cid in unseen if cid not in still], list(changed)
 
     def _stored_now(self, ids: Sequence[str]) -> StoredChunks:

@@ -210,11 +210,11 @@ class ChunkTable:
         # tenant's), or other documents were named after it (``id#<hash>``: another tenant's
         # same-named document a sync took in): then, as any other name, it names the
         # documents whose chunks carry it.
-        suffixed = {d.split("#", 1)[0] for d in self.doc_rows if "#" in d}
+        named_after = self.shared_names()
         by_name = {
             n: {n}
             for n in set(names)
-            if n in self.doc_rows and n not in suffixed and any(mask[r] for r in self.doc_rows[n])
+            if n in self.doc_rows and n not in named_after and any(mask[r] for r in self.doc_rows[n])
         }
         wanted = set(names) - set(by_name)
         if wanted:
@@ -235,6 +235,10 @@ class ChunkTable:
                 )
         rows = self.rows_of({d for ds in by_name.values() for d in ds})
         return [r for r in rows if mask[r]] if flt is not None else rows
+
+    def shared_names(self) -> set[str]:
+        """Names several documents share: those their ids carry as ``name#<hash>``."""
+        return {d.split("#", 1)[0] for d in self.doc_rows if "#" in d}
 
     def _metadata_key(self, doc: str) -> str:
         """What a document's chunks share (:func:`~core.strategies.common.document_key`)."""
@@ -540,7 +544,7 @@ def added_stored_rows(
             f"chunks added to the collection have dimension {stored.embeddings.shape[1]}, the index "
             f"{dimension}; add them with the embedding function the store was built with"
         )
-    shared = {d.split("#", 1)[0] for d in table.doc_rows if "#" in d}
+    shared = table.shared_names()
     order: list[int] = []
     doc_of: dict[int, str] = {}
     for group, members in document_groups(stored.ids, stored.metadatas).items():

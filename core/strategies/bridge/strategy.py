@@ -371,7 +371,7 @@ class BridgeRAG(ChunkedIndex):
         level = {int(parent[a]) for a in nodes if parent[a] >= 0}
         while level:
             for node in sorted(level):
-                children = [c for c in np.flatnonzero(parent == node).tolist() if self._abs_alive[c]]
+                children = self._live_children(parent, node)
                 self._abs_alive[node] = bool(children)
                 if not children:
                     self._abs_doc[node] = None
@@ -380,7 +380,7 @@ class BridgeRAG(ChunkedIndex):
                 matrix[node] = weighted_centroids(matrix, [children], weights)[0]
                 entities = [e for c in children for e in self._abs_entities[c]]
                 self._abs_entities[node] = list(dict.fromkeys(entities))[:50]
-                nearest = self._closest(children, matrix, node)[0]
+                nearest = self._closest(children, matrix, matrix[node])[0]
                 self._abs_summary[node] = writer.extractive(
                     [self._abs_summary[nearest]], entities, of_summaries=self._abs_level[nearest] > 0
                 )
@@ -389,10 +389,13 @@ class BridgeRAG(ChunkedIndex):
         return matrix
 
     @staticmethod
-    def _closest(children: Sequence[int], matrix: FloatMatrix, node: int) -> list[int]:
-        """``children`` nearest first to ``node``'s vector (ties: lower id)."""
-        sims = matrix[list(children)] @ matrix[node]
-        return [children[i] for i in np.lexsort((children, -sims))]
+    def _closest(nodes: Sequence[int], matrix: FloatMatrix, vector: FloatMatrix) -> list[int]:
+        """``nodes`` nearest first to ``vector`` by their rows of ``matrix`` (ties: lower id)."""
+        sims = matrix[list(nodes)] @ vector
+        return [nodes[i] for i in np.lexsort((np.asarray(nodes), -sims))]
+
+    def _live_children(self, parent: npt.NDArray[np.int32], node: int) -> list[int]:
+        return [c for c in np.flatnonzero(parent == node).tolist() if self._abs_alive[c]]
 
     def _queue_llm_summary(self, node: int) -> None:
         if self.llm is not None:
@@ -428,8 +431,8 @@ class BridgeRAG(ChunkedIndex):
                     rows = np.flatnonzero(self._table.alive & (self._row_abstract == node))
                     inputs[node] = ([self._table.texts[int(r)] for r in rows], [])
                 else:
-                    kids = [c for c in np.flatnonzero(parent == node).tolist() if self._abs_alive[c]]
-                    closest = self._closest(kids, self._abs_matrix, node)
+                    kids = self._live_children(parent, node)
+                    closest = self._closest(kids, self._abs_matrix, self._abs_matrix[node])
                     ents = [e for c in kids for e in self._abs_entities[c]]
                     inputs[node] = ([self._abs_summary[c] for c in closest], ents)
         written: dict[int, str] = {}
@@ -734,10 +737,9 @@ class BridgeRAG(ChunkedIndex):
             self._abs_matrix = np.ascontiguousarray(
                 np.vstack([self._abs_matrix, abs_vectors]), dtype=np.float32
             )
-            if not first_build:
+            if not first_build:  # the parents they joined now speak for them too
                 for j in range(len(spans)):
                     self._queue_llm_summary(first_abs + j)
-            if not first_build:  # the parents they joined now speak for them too
                 self._abs_matrix = self._refresh_ancestors(
                     range(first_abs, first_abs + len(spans)), self._abs_matrix, writer
                 )
@@ -812,8 +814,7 @@ class BridgeRAG(ChunkedIndex):
             summaries = []
             for g, members in enumerate(groups):
                 nodes = [level_nodes[m] for m in members]
-                sims = self._abs_matrix[nodes] @ centroids[g]
-                closest = [nodes[i] for i in np.lexsort((nodes, -sims))]
+                closest = self._closest(nodes, self._abs_matrix, centroids[g])
                 ents = [e for n in nodes for e in self._abs_entities[n]]
                 if writer.llm is not None:
                     summaries.append(
