@@ -953,9 +953,7 @@ class ChunkStore:
         Pages are read with limit/offset while the collection may change: an item can be
         missed or seen twice when another writer deletes or adds meanwhile.
         """
-        offset = 0
-        while True:
-            page = self.collection.get(limit=batch_size, offset=offset, include=["documents", "metadatas"])
+        for page in self._raw_pages(None, ["documents", "metadatas"], batch_size):
             n = len(page["ids"])
             docs = page.get("documents") or [None] * n
             metas = page.get("metadatas") or [None] * n
@@ -965,17 +963,21 @@ class ChunkStore:
                 metadatas=[dict(m or {}) for m in metas],
                 embeddings=None,
             )
-            offset += n
-            if n < batch_size:
+
+    def _raw_pages(
+        self, where: dict[str, Any] | None, include: list[str], batch_size: int
+    ) -> Iterator[Mapping[str, Any]]:
+        """Chroma's ``get`` pages of the collection (or of what ``where`` matches), by limit/offset."""
+        offset = 0
+        while True:
+            page = self.collection.get(where=where, limit=batch_size, offset=offset, include=include)
+            yield page
+            offset += len(page["ids"])
+            if len(page["ids"]) < batch_size:
                 return
 
     def _ids_where(self, where: dict[str, Any], batch_size: int = FALLBACK_BATCH_SIZE) -> list[str]:
-        ids: list[str] = []
-        while True:
-            page = self.collection.get(where=where, limit=batch_size, offset=len(ids), include=[])
-            ids.extend(page["ids"])
-            if len(page["ids"]) < batch_size:
-                return ids
+        return [i for page in self._raw_pages(where, [], batch_size) for i in page["ids"]]
 
     def get(
         self,
@@ -1013,24 +1015,18 @@ class ChunkStore:
         rows: dict[str, tuple[str, dict[str, Any], Any]] = {}
         order: list[str] = []
 
-        def take(page: Mapping[str, Any]) -> int:
+        def take(page: Mapping[str, Any]) -> None:
             docs = page.get("documents") or [None] * len(page["ids"])
             metas = page.get("metadatas") or [None] * len(page["ids"])
             embs = page.get("embeddings") if include_embeddings else None
             for row, chunk_id in enumerate(page["ids"]):
                 vector = embs[row] if embs is not None else None
                 rows[chunk_id] = (docs[row] or "", dict(metas[row] or {}), vector)
-            return len(page["ids"])
 
         if ids is None:
-            offset = 0
-            while True:
-                page = self.collection.get(where=where_arg, limit=batch_size, offset=offset, include=include)
+            for page in self._raw_pages(where_arg, include, batch_size):
                 order.extend(page["ids"])
-                got = take(page)
-                offset += got
-                if got < batch_size:
-                    break
+                take(page)
         else:
             requested = _check_ids(ids)
             unique = list(dict.fromkeys(requested))
