@@ -146,6 +146,7 @@ class EntityHopWalk:
         *,
         query_vector: Any = None,
         filter: Mapping[str, Any] | None = None,
+        include_abstracts: bool = False,
     ) -> list[HopHit]:
         """The seeds and the chunks the walk reaches from them, merged, best first.
 
@@ -158,10 +159,14 @@ class EntityHopWalk:
                 dimension, or None, and the query is embedded here.
             filter: A metadata filter in Chroma's ``where`` syntax (a tenant's): seeds match, and
                 the walk reaches, only chunks that pass it (a seed matching none keeps its rank).
+            include_abstracts: Also return, after the hits, the summaries of the Bridge-RAG
+                abstracts the hits belong to, as context (``seed`` None, ``metadata["type"] ==
+                "abstract"``; under a filter only abstracts whose every chunk passes it).
 
         Returns:
             At most ``k`` hits: seeds the index holds and reached chunks ranked by cosine plus
-            hop bonus; a seed the index does not hold keeps its rank among the seeds.
+            hop bonus; a seed the index does not hold keeps its rank among the seeds. Then the
+            abstracts, with ``include_abstracts``.
 
         Raises:
             TypeError, ValueError: A bad query or ``k`` (as ``retrieve`` checks them).
@@ -173,7 +178,7 @@ class EntityHopWalk:
         qv = _given_vector(query_vector, idx.embedder.dimension)
         if qv is None:
             qv = idx.embedder.embed_query(text)  # the one query embedding this step adds
-        return list(follows_writer(_walk)(idx, self, text, qv, seeds, n, flt))
+        return list(follows_writer(_walk)(idx, self, text, qv, seeds, n, flt, include_abstracts))
 
     def provenance(self, result: Retrieved, own: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """What the walk says of a hit: ``found_by``, ``score``, ``hop``, ..., and the ``doc_id`` matched.
@@ -227,6 +232,7 @@ def _walk(
     seeds: Sequence[Seed],
     k: int,
     flt: MetadataFilter | None,
+    include_abstracts: bool,
 ) -> list[HopHit]:
     matrix = idx.chunk_table.matrix
     passing = idx.chunk_table.live_mask(flt)
@@ -247,7 +253,12 @@ def _walk(
     for i, row in enumerate(rows):
         if row is None and i < k:
             hits.insert(min(i, len(hits)), HopHit(i, None))
-    return hits[:k]
+    hits = hits[:k]
+    if include_abstracts:
+        held = [h.result for h in hits if h.result is not None]
+        allowed = passing if flt is not None else None
+        hits.extend(HopHit(None, a) for a in idx.abstract_results(held, qv, allowed))
+    return hits
 
 
 def _hop_hit(result: Retrieved, seed: int | None) -> HopHit:

@@ -57,6 +57,12 @@ class EntityHopCompressor(BaseDocumentCompressor):
     )
     """A metadata filter in Chroma's ``where`` syntax, e.g. the tenant's ``{"tenant": "acme"}``
     that the base retriever applies too: the walk then reaches only that tenant's chunks."""
+    include_abstracts: bool = Field(
+        default=False, description="Also return the Bridge-RAG abstracts of the documents, after them."
+    )
+    """After the ``k`` documents, the summaries of the Bridge-RAG abstracts they belong to, as
+    extra context (``metadata["type"] == "abstract"``; under ``filter``, only abstracts whose
+    every chunk passes it)."""
 
     @field_validator("filter")
     @classmethod
@@ -82,12 +88,14 @@ class EntityHopCompressor(BaseDocumentCompressor):
                 default all-MiniLM-L6-v2.
             k: Documents returned.
             filter: See the field of that name.
-            **settings: :class:`core.strategies.bridge.strategy.BridgeConfig` fields
-                (``chunk_size``, ``link_hops``, ...), or ``persist_directory`` to keep the index.
+            **settings: This compressor's ``include_abstracts``,
+                :class:`core.strategies.bridge.strategy.BridgeConfig` fields (``chunk_size``,
+                ``link_hops``, ...), or ``persist_directory`` to keep the index.
         """
+        fields = _own_fields(settings)
         docs = core_documents(documents)
         walk = EntityHopWalk.from_documents(docs, embedder=embedding, k=k, **settings)
-        return cls(walk=walk, k=k, filter=filter)
+        return cls(walk=walk, k=k, filter=filter, **fields)
 
     @classmethod
     def from_vectorstore(
@@ -102,16 +110,17 @@ class EntityHopCompressor(BaseDocumentCompressor):
             vectorstore: A ``langchain_chroma.Chroma`` with an embedding function.
             k: Documents returned.
             filter: See the field of that name.
-            **settings: :class:`core.strategies.bridge.strategy.BridgeConfig` fields.
+            **settings: This compressor's ``include_abstracts``, or
+                :class:`core.strategies.bridge.strategy.BridgeConfig` fields.
 
         Raises:
             TypeError: ``vectorstore`` is not a Chroma store.
             ValueError: The store has no embedding function, or is empty.
         """
+        fields = _own_fields(settings)
         store, embedder = chroma_store_parts(vectorstore)
-        return cls(
-            walk=EntityHopWalk.from_store(store, embedder=embedder, k=k, **settings), k=k, filter=filter
-        )
+        walk = EntityHopWalk.from_store(store, embedder=embedder, k=k, **settings)
+        return cls(walk=walk, k=k, filter=filter, **fields)
 
     @classmethod
     def load(
@@ -121,9 +130,11 @@ class EntityHopCompressor(BaseDocumentCompressor):
         embedding: Any = None,
         k: int = 4,
         filter: dict[str, Any] | None = None,
+        include_abstracts: bool = False,
     ) -> EntityHopCompressor:
         """Opens a bridge-rag index directory of the same corpus (no rebuild)."""
-        return cls(walk=EntityHopWalk.load(path, embedder=embedding, k=k), k=k, filter=filter)
+        walk = EntityHopWalk.load(path, embedder=embedding, k=k)
+        return cls(walk=walk, k=k, filter=filter, include_abstracts=include_abstracts)
 
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
@@ -131,7 +142,8 @@ class EntityHopCompressor(BaseDocumentCompressor):
         """The documents and the chunks the walk reaches from them, best first (``k`` of them)."""
         seeds = [Seed(d.id or d.metadata.get("id"), d.page_content) for d in documents]
         out: list[Document] = []
-        for hit in self.walk.expand(query, seeds, self.k, filter=self.filter):
+        abstracts = self.include_abstracts
+        for hit in self.walk.expand(query, seeds, self.k, filter=self.filter, include_abstracts=abstracts):
             original = documents[hit.seed] if hit.seed is not None else None
             if hit.result is None:
                 if original is not None:  # a seed the index does not hold: as retrieved
@@ -147,3 +159,8 @@ class EntityHopCompressor(BaseDocumentCompressor):
                 doc = Document(page_content=original.page_content, metadata=meta, id=original.id or doc.id)
             out.append(doc)
         return out
+
+
+def _own_fields(settings: dict[str, Any]) -> dict[str, Any]:
+    """Takes the compressor's own fields out of a constructor's ``**settings`` (the rest is the index's)."""
+    return {name: settings.pop(name) for name in list(settings) if name in EntityHopCompressor.model_fields}

@@ -57,6 +57,12 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
     )
     """LlamaIndex metadata filters, as the retriever before this step takes them (a tenant's):
     seeds match, and the walk reaches, only chunks that pass them."""
+    include_abstracts: bool = Field(
+        default=False, description="Also return the Bridge-RAG abstracts of the nodes, after them."
+    )
+    """After the ``top_n`` nodes, the summaries of the Bridge-RAG abstracts they belong to, as
+    extra context (``metadata["type"] == "abstract"``; under ``filters``, only abstracts whose
+    every chunk passes them)."""
     _walk: EntityHopWalk = PrivateAttr()
 
     @field_validator("filters", mode="before")
@@ -104,8 +110,9 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
                 retriever's embedding.
             top_n: Nodes returned.
             **settings: This postprocessor's fields (``reuse_query_embedding``, ``filters``,
-                ``callback_manager``), :class:`core.strategies.bridge.strategy.BridgeConfig`
-                fields, or ``persist_directory`` to keep the index.
+                ``include_abstracts``, ``callback_manager``),
+                :class:`core.strategies.bridge.strategy.BridgeConfig` fields, or
+                ``persist_directory`` to keep the index.
         """
         fields = {name: settings.pop(name) for name in list(settings) if name in cls.model_fields}
         walk = EntityHopWalk.from_documents(
@@ -148,7 +155,7 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
             embed_model: The embedding model the index was built with; default all-MiniLM-L6-v2.
             top_n: Nodes returned.
             **fields: This postprocessor's fields (``reuse_query_embedding``, ``filters``,
-                ``callback_manager``).
+                ``include_abstracts``, ``callback_manager``).
 
         Raises:
             TypeError: A keyword that is not one of its fields.
@@ -171,7 +178,14 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
         provenance = self._walk.index.provenance_keys
         out: list[NodeWithScore] = []
         where = to_chroma_where(self.filters)  # read at every call: assigning it later takes effect
-        hits = self._walk.expand(query_bundle.query_str, seeds, self.top_n, query_vector=vector, filter=where)
+        hits = self._walk.expand(
+            query_bundle.query_str,
+            seeds,
+            self.top_n,
+            query_vector=vector,
+            filter=where,
+            include_abstracts=self.include_abstracts,
+        )
         for hit in hits:
             original = nodes[hit.seed] if hit.seed is not None else None
             if hit.result is None:

@@ -149,3 +149,29 @@ def test_from_vectorstore_walks_the_chunks_already_in_chroma(lc_embeddings: Any)
         TypeError, match="got InMemoryVectorStore; for the documents already in a Chroma store"
     ):
         EntityHopCompressor.from_documents(InMemoryVectorStore(lc_embeddings), embedding=lc_embeddings)  # type: ignore[arg-type]
+
+
+def test_include_abstracts_adds_the_abstracts_of_the_documents_it_returns(lc_embeddings: Any) -> None:
+    long_doc = Document(
+        "By the Beautiful Sea is a song written by Harold Atteridge in 1914. "
+        "Its sheet music sold a million copies in Quillmere.",
+        id="long",
+    )
+    docs = [long_doc, *CHUNKS[1:]]
+    compressor = EntityHopCompressor.from_documents(
+        docs, embedding=lc_embeddings, k=3, chunk_size=70, chunk_overlap=0, include_abstracts=True
+    )
+    assert compressor.include_abstracts  # a field of the compressor, not a setting of the index
+    out = compressor.compress_documents([long_doc], QUESTION)
+    chunks = [d for d in out if d.metadata.get("type") != "abstract"]
+    abstracts = out[len(chunks) :]
+    assert len(chunks) == 3  # k documents first, then the context
+    assert abstracts, "the documents' abstracts follow them"
+    assert {a.metadata["doc_id"] for a in abstracts} <= {d.metadata["doc_id"] for d in chunks}
+    assert any("Quillmere" in a.page_content for a in abstracts)  # the summary of the whole document
+    # A filter that lets one chunk of the document through: its abstract, which summarises the
+    # other chunk too, is not returned.
+    only_first = compressor.model_copy(update={"filter": {"start_index": 0}})
+    filtered = only_first.compress_documents([long_doc], QUESTION)
+    assert filtered[0].metadata["found_by"] == "retriever"  # the seed, as the retriever gave it
+    assert not any("Quillmere" in d.page_content for d in filtered[1:])

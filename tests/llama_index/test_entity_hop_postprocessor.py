@@ -142,3 +142,16 @@ def test_bad_arguments_say_what_to_pass(li_embed_model: Any) -> None:
     index = VectorStoreIndex(NODES, embed_model=li_embed_model)
     with pytest.raises(TypeError, match=r"got VectorStoreIndex; for an index, pass its documents"):
         EntityHopPostprocessor.from_defaults(index, embed_model=li_embed_model)  # type: ignore[arg-type]
+
+
+def test_include_abstracts_adds_the_abstracts_of_the_nodes_after_them(li_embed_model: Any) -> None:
+    hop = EntityHopPostprocessor.from_defaults(
+        NODES, embed_model=li_embed_model, top_n=2, include_abstracts=True
+    )
+    out = hop.postprocess_nodes([NodeWithScore(node=NODES[0], score=0.9)], query_str=QUESTION)
+    kinds = [n.node.metadata.get("type") for n in out]
+    assert kinds[:2] == [None, None]  # the top_n nodes first
+    assert kinds[2:], "the nodes' abstracts follow them"
+    assert set(kinds[2:]) == {"abstract"}
+    assert out[2].node.node_id.startswith("abstract::")
+    assert "abstract_id" in out[2].node.excluded_llm_metadata_keys  # provenance stays out of the LLM's view

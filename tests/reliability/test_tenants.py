@@ -386,7 +386,7 @@ def test_the_entity_hop_pieces_keep_to_the_callers_filter() -> None:
     walk = EntityHopWalk.from_store(
         store, embedder=wiring_embedder(), k=K, entity_extractor=RuleBasedEntityExtractor()
     )
-    crossed = checked = 0
+    crossed = checked = abstracts = 0
     for _ in range(200):
         where = _random_filter(rng)
         allowed = store.collection.get(where=where, include=["documents"])
@@ -402,11 +402,11 @@ def test_the_entity_hop_pieces_keep_to_the_callers_filter() -> None:
         outputs = [
             [
                 (h.result.text, h.result.metadata)
-                for h in walk.expand(query, seeds, K, filter=where)
+                for h in walk.expand(query, seeds, K, filter=where, include_abstracts=True)
                 if h.result is not None
             ]
         ]
-        compressor = EntityHopCompressor(walk=walk, k=K, filter=where)
+        compressor = EntityHopCompressor(walk=walk, k=K, filter=where, include_abstracts=True)
         outputs.append(
             [
                 (d.page_content, d.metadata)
@@ -415,7 +415,7 @@ def test_the_entity_hop_pieces_keep_to_the_callers_filter() -> None:
         )
         llama_filters = _simple_llama_filters(where)
         if llama_filters is not None:
-            post = EntityHopPostprocessor(walk, K, filters=llama_filters)
+            post = EntityHopPostprocessor(walk, K, filters=llama_filters, include_abstracts=True)
             nodes = [NodeWithScore(node=TextNode(text=s.text), score=1.0) for s in seeds]
             outputs.append(
                 [
@@ -426,9 +426,11 @@ def test_the_entity_hop_pieces_keep_to_the_callers_filter() -> None:
         for out in outputs:
             checked += 1
             for text, meta in out:
+                abstracts += meta.get("type") == "abstract"
                 leaked = (_markers(text) | {m for s in _strings(meta) for m in _markers(s)}) - may_name
                 assert not leaked, (
                     f"filter {where} query {query!r} returned {sorted(leaked)} in {text[:200]!r}"
                 )
     assert checked >= 400
+    assert abstracts > 0, "the abstracts' summaries (derived text) are checked too"
     assert crossed > 0, "without a filter the walk crosses tenants, so the test can fail"

@@ -635,7 +635,7 @@ class BridgeRAG(ChunkedIndex):
                 )
             )
         if include_abstracts:
-            out.extend(self._abstract_results(out, query_vector, alive if flt is not None else None))
+            out.extend(self.abstract_results(out, query_vector, alive if flt is not None else None))
         return out
 
     # ------------------------------------------------------------------ persistence
@@ -1122,14 +1122,20 @@ class BridgeRAG(ChunkedIndex):
         )
         return Retrieved(id=self._table.ids[row], text=self._table.texts[row], score=score, metadata=meta)
 
-    def _abstract_results(
-        self, results: list[Retrieved], query_vector: FloatMatrix, allowed: npt.NDArray[np.bool_] | None
+    def abstract_results(
+        self, results: Sequence[Retrieved], query_vector: FloatMatrix, allowed: npt.NDArray[np.bool_] | None
     ) -> list[Retrieved]:
-        """The summaries of the abstracts the results came through.
+        """The summaries of the level-0 abstracts the results (chunks of this index) belong to.
 
-        Under a filter (``allowed``: its live rows) an abstract is returned only when every
-        live chunk it summarises passes the filter: a summary never carries text of a row
-        the filter excludes.
+        Args:
+            results: Chunks of this index, best first (their abstracts come in that order).
+            query_vector: The query's unit embedding (each abstract's ``score`` is its cosine).
+            allowed: Under a filter, its live rows: an abstract is returned only when every
+                live chunk it summarises passes the filter, so a summary never carries text of
+                a row the filter excludes. None: no filter.
+
+        Returns:
+            One result per abstract (``metadata["type"] == "abstract"``, id ``abstract::<n>``).
         """
         seen: list[int] = []
         for r in results:
