@@ -496,9 +496,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--strategies",
         type=_strategy_names,
         default=None,
-        help="comma-separated strategies to compare (default: all registered): dense, bm25, hybrid, bridge, "
-        "umg, umgp, bubble, langchain-ensemble, uncertainty-fusion, langchain-chroma, entity-hop, "
-        "llamaindex-fusion",
+        help="comma-separated strategies to compare (default: all registered): dense, bm25, hybrid, "
+        "two-hop, bridge, umg, umgp, bubble, langchain-ensemble, uncertainty-fusion, langchain-chroma, "
+        "entity-hop, llamaindex-vector, llamaindex-entity-hop, llamaindex-fusion",
     )
     bench.add_argument("--k", type=int, default=None, help="results per question; metrics at k (default 5)")
     bench.add_argument("--plot", help="also draw recall@k against p50 latency into this PNG")

@@ -497,7 +497,8 @@ class BubbleRetriever(StrategyRetriever):
     Usage:
         ```python
         docs = retriever.invoke("Who married the founder of the observatory?")
-        docs[0].metadata["evidence_triples"], docs[0].metadata["covered_concepts"]
+        docs[0].metadata["evidence_triples"]  # over documents: the chunks behind the evidence
+        # from a graph alone (no documents=), each document is an evidence graph: its text the triples
         ```
     """
 

@@ -85,6 +85,11 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
         """LlamaIndex's serialisation name."""
         return "EntityHopPostprocessor"
 
+    @property
+    def walk(self) -> EntityHopWalk:
+        """The walk and its Bridge-RAG index (``hop.walk.index.sync()`` follows the store's own writes)."""
+        return self._walk
+
     @classmethod
     def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> Self:
         """Refused: ``to_dict`` holds the fields, not the index they walk over.

@@ -59,6 +59,10 @@ __all__ = [
 ]
 
 
+#: Metadata keys naming a result's source document, in order of preference.
+_SOURCE_KEYS = ("ref_doc_id", "doc_id")
+
+
 def to_node_with_score(
     r: Retrieved,
     *,
@@ -68,8 +72,10 @@ def to_node_with_score(
     """Converts a core retrieval result into a LlamaIndex node with its score.
 
     The node's metadata is the result's metadata made JSON-friendly (see below), so nodes can be
-    serialised, persisted and stored in vector stores. A string ``"doc_id"`` in the metadata also
-    becomes the node's ``SOURCE`` relationship (its ``ref_doc_id``).
+    serialised, persisted and stored in vector stores. The document the chunk comes from becomes
+    the node's ``SOURCE`` relationship (its ``ref_doc_id``): the metadata's ``"ref_doc_id"`` (the
+    LlamaIndex document a node was parsed from, or the one LlamaIndex's vector store recorded),
+    else its ``"doc_id"``.
 
     Args:
         r: The result.
@@ -90,9 +96,9 @@ def to_node_with_score(
     own = [HIDDEN_KEYS_KEY, *hidden_keys(metadata)]  # the document's own exclusions hold too
     hidden = list(dict.fromkeys([*hidden, *(key for key in own if key in metadata)]))
     relationships: dict[NodeRelationship, RelatedNodeInfo | list[RelatedNodeInfo]] = {}
-    doc_id = metadata.get("doc_id")
-    if isinstance(doc_id, str) and doc_id:
-        relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=doc_id)
+    source = next((v for v in map(metadata.get, _SOURCE_KEYS) if isinstance(v, str) and v), None)
+    if source is not None:
+        relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=source)
     node = TextNode(
         text=r.text,
         id_=r.id,
@@ -666,7 +672,8 @@ class BubbleRetriever(StrategyRetriever):
     Usage:
         ```python
         nodes = retriever.retrieve("Who married the founder of the observatory?")
-        nodes[0].node.metadata["evidence_triples"]
+        nodes[0].node.metadata["evidence_triples"]  # over documents: the chunks behind the evidence
+        # from a graph alone (no documents=), each node is an evidence graph: its text the triples
         ```
     """
 

@@ -385,8 +385,9 @@ class IndexLifecycle(Follows):
     ) -> L:
         """Loads an index saved by :meth:`save` (or built with ``persist_directory``).
 
-        Nothing is re-embedded or re-extracted; chunk texts and metadata are read back from
-        Chroma (the source of truth) in one pass.
+        Nothing is re-embedded or re-extracted, and Chroma is not read: chunk texts and
+        metadata come from the index files (memory-mapped), and the collection is opened only
+        when the index changes (an add, a delete, a sync).
 
         Args:
             path: The index directory, or the ``persist_directory`` of :meth:`from_documents`.

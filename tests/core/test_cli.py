@@ -54,3 +54,16 @@ def test_every_command_help_shows_an_example(capsys: pytest.CaptureFixture[str])
             assert example.startswith(f"bridge-rag {name} ") or example == f"bridge-rag {name}"
             args = build_parser().parse_args(shlex.split(example)[1:])  # the flags exist and parse
             assert args.command == name
+
+
+def test_bench_help_names_every_registered_strategy(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.evaluation.registry import STRATEGIES
+
+    monkeypatch.setenv("COLUMNS", "2000")  # argparse would wrap the list inside hyphenated names
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    listed = capsys.readouterr().out
+    for name in STRATEGIES:
+        assert f" {name}," in listed or f" {name}\n" in listed, name

@@ -128,6 +128,9 @@ def test_from_vector_store_walks_the_nodes_already_in_chroma(li_embed_model: Any
     assert out[0].node.node_id == "song"
     assert out[0].node.metadata["found_by"] == "retriever"  # matched by id: the same row
     assert "composer" in [n.node.node_id for n in out]
+    store.delete_nodes(node_ids=["composer"])  # the app's own delete, in its store
+    assert hop.walk.index.sync().removed == 1  # as docs/reliability.md says
+    assert "composer" not in [n.node.node_id for n in hop.postprocess_nodes(seeds, query_str=QUESTION)]
     with pytest.raises(TypeError, match="expects a ChromaVectorStore"):
         EntityHopPostprocessor.from_vector_store(index, embed_model=li_embed_model)
 
@@ -155,3 +158,18 @@ def test_include_abstracts_adds_the_abstracts_of_the_nodes_after_them(li_embed_m
     assert set(kinds[2:]) == {"abstract"}
     assert out[2].node.node_id.startswith("abstract::")
     assert "abstract_id" in out[2].node.excluded_llm_metadata_keys  # provenance stays out of the LLM's view
+
+
+def test_nodes_the_walk_adds_name_the_document_they_were_parsed_from(li_embed_model: Any) -> None:
+    """A cited source: the walk's own nodes carry the LlamaIndex document as their ref_doc_id."""
+    from llama_index.core import Document
+    from llama_index.core.node_parser import SentenceSplitter
+
+    documents = [Document(id_=f"{n.node_id}-doc", text=n.text) for n in NODES]
+    nodes = SentenceSplitter().get_nodes_from_documents(documents)
+    hop = EntityHopPostprocessor.from_defaults(nodes, embed_model=li_embed_model, top_n=3)
+    song = next(n for n in nodes if n.ref_doc_id == "song-doc")
+    out = hop.postprocess_nodes([NodeWithScore(node=song, score=0.9)], query_str=QUESTION)
+    reached = [n.node for n in out if n.node.metadata.get("found_by") != "retriever"]
+    assert "composer-doc" in [n.ref_doc_id for n in reached]  # not the chunk's own node id
+    assert all(n.ref_doc_id == n.metadata["ref_doc_id"] for n in reached)

@@ -143,7 +143,8 @@ class BridgeConfig(StrategyConfig, ChunkingConfig, HopConfig):
             come from an exact C++ scan of the in-memory matrix; above it, from a faiss HNSW
             graph over the same matrix (:class:`core.vector_index.VectorIndex`, searched with the
             live rows, or a filter's, as a predicate; saved with the index).
-        dense_pool: Dense hits from Chroma added to the candidates; None = 2 x k, 0 = none.
+        dense_pool: Dense hits (the chunks nearest the query, from the index's own matrix) added
+            to the candidates; None = 2 x k, 0 = none.
         summary_words: Longest abstract summary, in words.
         fingerprint_bits: Fingerprint width of the entity filter (8-16).
         max_query_chars: Longest accepted query.
