@@ -14,12 +14,15 @@ embedded once more on its own:
 * ``langchain-ensemble`` and ``uncertainty-fusion``: LangChain's ``EnsembleRetriever`` and
   ``UncertaintyFusionRetriever`` over the same ``BM25Retriever`` and Chroma retriever.
 
-Running the variants one question at a time puts each pair under the same machine state
-(``bridge-rag bench`` measures one row after the other, so a pair's difference there also
-holds the drift between rows). The figures are medians over every question and round of:
-each row's latency, a composed row's time minus its base's on the same question, and that
-difference minus the question's own query embedding time for the steps that embed the query
-(what the step adds beyond the one query embedding it is allowed).
+Each pair is timed back to back on the same question, the composed row and its base taking
+turns to go first (each question both ways over two rounds), so the two run under the same
+machine state: ``bridge-rag bench`` measures one row after the other, so a pair's difference
+there also holds the drift between rows, and a fixed order inside a question would charge one
+row with what the row before it left behind (the BM25 ensemble's memory churn before the last
+row). The figures are medians over every question and round of: each row's latency, a
+composed row's time minus its base's on the same question, and that difference minus the
+question's own query embedding time for the steps that embed the query (what the step adds
+beyond the one query embedding it is allowed).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from core.evaluation.metrics import load_dataset
 from core.evaluation.peers import LlamaIndexPeer
 from core.evaluation.registry import STRATEGIES
 
-__all__ = ["EMBEDDING_STEPS", "PAIRS", "main", "measure_dataset"]
+__all__ = ["EMBEDDING_STEPS", "PAIRS", "base_key", "main", "measure_dataset"]
 
 #: (composed row, its base row): the step is measured as the composed row's time minus the base's.
 PAIRS = (
@@ -58,8 +61,13 @@ def _elapsed_ms(call: Callable[..., object], *args: object) -> float:
     return (time.perf_counter() - start) * 1000.0
 
 
+def base_key(composed: str, base: str) -> str:
+    """The key of a base row's times measured beside ``composed`` (a base serves several pairs)."""
+    return f"{base}, beside {composed}"
+
+
 def measure_dataset(directory: Path, *, k: int = 5, rounds: int = 2) -> dict[str, list[float]]:
-    """Per-question latencies (ms) of every row of :data:`PAIRS` and of the query embedding.
+    """Per-question latencies (ms) of every pair of :data:`PAIRS` and of the query embedding.
 
     Args:
         directory: The dataset's folder.
@@ -67,8 +75,9 @@ def measure_dataset(directory: Path, *, k: int = 5, rounds: int = 2) -> dict[str
         rounds: Passes over the questions (each pass answers every question with every row).
 
     Returns:
-        Latencies by row name, plus ``"query embedding"``; index ``i`` of every list is the
-        same question and round.
+        Latencies by composed row name, by :func:`base_key` for its base (timed right before
+        or after it), and ``"query embedding"``; index ``i`` of every list is the same question
+        and round.
     """
     data = load_dataset(directory)
     names = [name for name in dict.fromkeys(n for pair in PAIRS for n in pair) if name in STRATEGIES]
@@ -78,11 +87,14 @@ def measure_dataset(directory: Path, *, k: int = 5, rounds: int = 2) -> dict[str
         )
         rows = {name: STRATEGIES[name].build(ctx) for name in names}
         rows["llamaindex-entity-hop, own embedding"] = _without_embedding_reuse(rows["llamaindex-entity-hop"])
-        out: dict[str, list[float]] = {name: [] for name in [*rows, "query embedding"]}
-        for _ in range(rounds):
-            for q in data.questions:
-                for name, row in rows.items():
-                    out[name].append(_elapsed_ms(row.retrieve, q.question, k))
+        out: dict[str, list[float]] = {"query embedding": []}
+        for round_ in range(rounds):
+            for i, q in enumerate(data.questions):
+                composed_first = (round_ + i) % 2 == 1  # each question both ways over two rounds
+                for composed, base in PAIRS:
+                    pair = [(composed, composed), (base_key(composed, base), base)]
+                    for key, name in pair if composed_first else reversed(pair):
+                        out.setdefault(key, []).append(_elapsed_ms(rows[name].retrieve, q.question, k))
                 out["query embedding"].append(_elapsed_ms(ctx.embedder.embed_query, q.question))
     return out
 
@@ -122,9 +134,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         times = measure_dataset(args.data / name, k=args.k, rounds=args.rounds)
         embed = times["query embedding"]
         for composed, base in PAIRS:
-            added = [c - b for c, b in zip(times[composed], times[base], strict=True)]
+            base_times = times[base_key(composed, base)]
+            added = [c - b for c, b in zip(times[composed], base_times, strict=True)]
             beyond = [a - e for a, e in zip(added, embed, strict=True)]
-            b, c = _p50(times[base]), _p50(times[composed])
+            b, c = _p50(base_times), _p50(times[composed])
             beyond_cell = f"{_p50(beyond):+.1f}" if composed in EMBEDDING_STEPS else ""
             print(
                 f"| {name} | {composed} over {base} | {b:.1f} | {c:.1f} | {_p50(added):+.1f} | "
