@@ -124,7 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="passes over the questions (default 2)")
     parser.add_argument("--datasets", default=",".join(_DATASETS), help="comma-separated dataset folders")
     args = parser.parse_args(argv)
-    print(f"p50 ms over every question x {args.rounds} rounds, rows interleaved per question; k = {args.k}")
+    print(
+        f"p50 ms over every question x {args.rounds} rounds, each pair timed back to back "
+        f"(taking turns to go first); k = {args.k}"
+    )
     print(
         "| dataset | step | base p50 | composed p50 | added p50 | query embedding p50 | "
         "added - embedding p50 | composed / base p50 |"
