@@ -97,15 +97,22 @@ def test_a_seed_matched_by_text_follows_a_delete_and_re_add(lc_embeddings: Any) 
     assert again[0].metadata["doc_id"] == "song"
 
 
-def test_a_seed_naming_a_chunked_document_stands_for_its_chunk_nearest_the_query(lc_embeddings: Any) -> None:
-    long_doc = Document(
-        "Rye bread is baked every morning in the Marrowick bakery. "
-        "By the Beautiful Sea is a song written by Harold Atteridge in 1914.",
-        id="long",
-    )
-    docs = [long_doc, *CHUNKS[1:]]
+def _over_a_two_chunk_document(
+    lc_embeddings: Any, *sentences: str, **fields: Any
+) -> tuple[Document, EntityHopCompressor]:
+    """A document of two sentences (two chunks) in place of the song's chunk, and a compressor (k=3)."""
+    long_doc = Document(" ".join(sentences), id="long")
     compressor = EntityHopCompressor.from_documents(
-        docs, embedding=lc_embeddings, k=3, chunk_size=70, chunk_overlap=0
+        [long_doc, *CHUNKS[1:]], embedding=lc_embeddings, k=3, chunk_size=70, chunk_overlap=0, **fields
+    )
+    return long_doc, compressor
+
+
+def test_a_seed_naming_a_chunked_document_stands_for_its_chunk_nearest_the_query(lc_embeddings: Any) -> None:
+    long_doc, compressor = _over_a_two_chunk_document(
+        lc_embeddings,
+        "Rye bread is baked every morning in the Marrowick bakery.",
+        "By the Beautiful Sea is a song written by Harold Atteridge in 1914.",
     )
     table = compressor.walk.index._table
     assert len(table.doc_rows["long"]) == 2  # the document became two chunks
@@ -152,14 +159,11 @@ def test_from_vectorstore_walks_the_chunks_already_in_chroma(lc_embeddings: Any)
 
 
 def test_include_abstracts_adds_the_abstracts_of_the_documents_it_returns(lc_embeddings: Any) -> None:
-    long_doc = Document(
-        "By the Beautiful Sea is a song written by Harold Atteridge in 1914. "
+    long_doc, compressor = _over_a_two_chunk_document(
+        lc_embeddings,
+        "By the Beautiful Sea is a song written by Harold Atteridge in 1914.",
         "Its sheet music sold a million copies in Quillmere.",
-        id="long",
-    )
-    docs = [long_doc, *CHUNKS[1:]]
-    compressor = EntityHopCompressor.from_documents(
-        docs, embedding=lc_embeddings, k=3, chunk_size=70, chunk_overlap=0, include_abstracts=True
+        include_abstracts=True,
     )
     assert compressor.include_abstracts  # a field of the compressor, not a setting of the index
     out = compressor.compress_documents([long_doc], QUESTION)
