@@ -27,11 +27,13 @@ from core.store import ChunkStore, StoredChunks
 from core.types import BuildReport, Document
 
 __all__ = [
+    "CHUNK_KEYS",
     "DOCUMENT_NAME_KEYS",
     "DOC_ID_KEY",
     "EMPTY_COLLECTION",
     "FRAMEWORK_KEYS",
     "HIDDEN_KEYS_KEY",
+    "NODE_KEYS",
     "ORDER_KEY",
     "POSITION_KEYS",
     "check_embedder",
@@ -340,6 +342,27 @@ POSITION_KEYS = frozenset(
     }
 )
 
+#: Metadata keys LlamaIndex's node parsers and extractors write about one node, not its
+#: document: the sentence window and original sentence (``SentenceWindowNodeParser``,
+#: ``SemanticSplitterNodeParser``), the Markdown header path, and the extractors' keywords,
+#: questions and section summaries. Like positions, they differ between one document's nodes.
+NODE_KEYS = frozenset(
+    {
+        "window",
+        "original_text",
+        "header_path",
+        "excerpt_keywords",
+        "questions_this_excerpt_can_answer",
+        "section_summary",
+        "prev_section_summary",
+        "next_section_summary",
+    }
+)
+
+#: The keys that may differ between the chunks of one document (:data:`POSITION_KEYS` and
+#: :data:`NODE_KEYS`): chunks are grouped into documents by the rest of their metadata.
+CHUNK_KEYS = POSITION_KEYS | NODE_KEYS
+
 
 #: A document's own list of metadata keys to keep out of prompts (a JSON list, as Chroma stores
 #: only scalars): a LlamaIndex document's ``excluded_llm_metadata_keys``, kept with its chunks.
@@ -419,11 +442,11 @@ def _distinct_ints(metas: Sequence[Mapping[str, Any]], key: str) -> bool:
 
 
 def document_key(metadata: Mapping[str, Any] | None) -> str:
-    """What the chunks of one document share: their metadata apart from position keys."""
+    """What the chunks of one document share: their metadata apart from :data:`CHUNK_KEYS`."""
     shared = {
         str(k): v
         for k, v in (metadata or {}).items()
-        if str(k) not in POSITION_KEYS and str(k) not in FRAMEWORK_KEYS
+        if str(k) not in CHUNK_KEYS and str(k) not in FRAMEWORK_KEYS
     }
     return json.dumps(shared, sort_keys=True, default=str)
 
@@ -437,7 +460,7 @@ def _groups(ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None]) -
     """Row indices per document, documents in order of first appearance.
 
     Chunks belong to one document when they have the same document name (:func:`doc_id_of`)
-    and the same metadata apart from :data:`POSITION_KEYS`. A name that several such groups
+    and the same metadata apart from :data:`CHUNK_KEYS`. A name that several such groups
     share (two tenants' ``report.pdf``) becomes ``name#<8 hex digits of their metadata>`` for
     each of them, so no document ever holds chunks whose metadata disagree.
     """
@@ -511,7 +534,7 @@ def documents_from_chunks(
         shared = {
             key: value
             for key, value in metas[0].items()
-            if key not in POSITION_KEYS and all(m.get(key) == value for m in metas[1:])
+            if key not in CHUNK_KEYS and all(m.get(key) == value for m in metas[1:])
         }
         if text.strip():
             docs.append(Document(text=text, id=doc_id, metadata=shared))

@@ -349,7 +349,7 @@ class IndexLifecycle(Follows):
 
         Each stored item is a chunk as it is. Its document is named by ``metadata["doc_id"]``,
         else ``metadata["source"]``, else its own id, and holds only chunks whose metadata
-        agree apart from position keys (two tenants' ``report.pdf`` are two documents,
+        agree apart from the chunks' own keys (two tenants' ``report.pdf`` are two documents,
         ``report.pdf#<hash>``); a document's chunks are ordered by ``chunk_order``, else
         ``start_index``, when every chunk has a distinct one, else by the collection's order
         (:func:`core.strategies.common.document_groups`).

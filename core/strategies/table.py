@@ -201,7 +201,7 @@ class ChunkTable:
 
         Raises:
             ValueError: Without a filter, a name carried by several documents whose metadata
-                disagree apart from position keys (two tenants' ``report.pdf``; say which, and
+                disagree apart from the chunks' own keys (two tenants' ``report.pdf``; say which, and
                 how to name one). Documents that agree (the nodes LlamaIndex parsed from one
                 document, inserted one by one) are all removed.
         """
@@ -477,7 +477,7 @@ def stored_rows(store: ChunkStore, dimension: int, *, ordered: bool) -> tuple[Ch
 
     Nothing is re-embedded. A chunk's document is named by its ``doc_id`` / ``source`` /
     ``ref_doc_id`` metadata, else its own id, and holds only chunks whose metadata agree
-    apart from position keys (:func:`core.strategies.common.document_groups`).
+    apart from the chunks' own keys (:func:`core.strategies.common.document_groups`).
 
     Args:
         store: The collection.

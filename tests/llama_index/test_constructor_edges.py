@@ -145,6 +145,33 @@ def test_inserted_nodes_are_deleted_by_their_documents_id(li_embed_model: Any) -
     assert not any("Osaka" in n.node.get_content() for n in retriever.retrieve("Who built Osaka Castle?"))
 
 
+def test_nodes_with_their_own_parser_metadata_are_deleted_by_their_documents_id(li_embed_model: Any) -> None:
+    """SentenceWindowNodeParser gives each node its own window: still one document to a delete.
+
+    Two tenants' documents of the same id stay two, as for any other name.
+    """
+    from llama_index.core.node_parser import SentenceWindowNodeParser
+
+    tenants = [
+        Document(text=DOCS[2].text + " Its keep has five floors.", id_="osaka", metadata={"tenant": t})
+        for t in ("acme", "globex")
+    ]
+    parser = SentenceWindowNodeParser.from_defaults(window_size=1)
+    nodes = [n for doc in tenants for n in parser.get_nodes_from_documents([doc])]  # one id: one call each
+    assert {n.metadata["tenant"] for n in nodes} == {"acme", "globex"}
+    assert len({n.metadata["window"] for n in nodes}) > 1  # the nodes of one document differ
+    retriever = BridgeRetriever.from_defaults(
+        DOCS[:2], embed_model=li_embed_model, collection_name=_name(), show_progress=False
+    )
+    retriever.insert(nodes)
+    with pytest.raises(ValueError, match="documents carry the name 'osaka'"):
+        retriever.delete_ref_doc("osaka")  # whose? the tenants' metadata differ
+    per_tenant = len(nodes) // 2
+    assert retriever.delete_ref_doc("osaka", filter={"tenant": "acme"}) == per_tenant
+    assert retriever.delete_ref_doc("osaka") == per_tenant  # one tenant's nodes left: one document
+    assert not any("Osaka" in n.node.get_content() for n in retriever.retrieve("Who built Osaka Castle?"))
+
+
 def test_llama_index_storage_keys_stay_out_of_the_llms_view(li_embed_model: Any, tmp_path: Path) -> None:
     client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
     store = ChromaVectorStore(chroma_collection=client.create_collection(_name()))

@@ -49,9 +49,9 @@ from core.strategies.base import (
     DEFAULT_MAX_QUERY_CHARS,
 )
 from core.strategies.common import (
+    CHUNK_KEYS,
     DOC_ID_KEY,
     EMPTY_COLLECTION,
-    POSITION_KEYS,
     check_query_vector,
     documents_from_chunks,
     embed_in_batches,
@@ -251,8 +251,9 @@ class UMGRAG(IndexLifecycle):
         the rebuilt text; chunks without order metadata follow the collection's order; a
         document's metadata is what all its chunks agree on.
 
-        A filter on a position key (``start_index``, ...) is refused by the strategy built here:
-        a window spans several chunks, so it cannot honour one.
+        A filter on a key of each chunk's own (``start_index``, ``window``, ...:
+        :data:`~core.strategies.common.CHUNK_KEYS`) is refused by the strategy built here: a
+        window spans several chunks, so it cannot honour one.
 
         Args:
             store: The collection to read (wrap a chromadb Collection with ``ChunkStore(c)``).
@@ -526,22 +527,24 @@ class UMGRAG(IndexLifecycle):
         return self.retrieve_by_vector(text, qv, k, parent_promotion=parent_promotion, filter=flt)
 
     def _check_filter(self, filter: Mapping[str, Any] | MetadataFilter | None) -> MetadataFilter | None:
-        """The parsed filter; one on chunk positions cannot apply to windows re-cut from a store.
+        """The parsed filter; one on a chunk's own keys cannot apply to windows re-cut from a store.
 
         Windows built by :meth:`from_store` span several of the store's chunks, and their own
-        ``start_index`` / ``end_index`` are offsets in the rebuilt document: a filter on a
-        position key would pass windows holding text of chunks it excludes, so it is refused.
+        ``start_index`` / ``end_index`` are offsets in the rebuilt document: a filter on a key
+        of each chunk's own (:data:`~core.strategies.common.CHUNK_KEYS`: positions, a
+        LlamaIndex node's window, ...) would pass windows holding text of chunks it excludes,
+        so it is refused.
 
         Raises:
-            core.filters.FilterError: A malformed filter, or a position key over store windows.
+            core.filters.FilterError: A malformed filter, or a chunk's own key over store windows.
         """
         flt = super()._check_filter(filter)
-        positional = sorted(flt.fields & POSITION_KEYS - {DOC_ID_KEY}) if flt is not None else []
+        positional = sorted(flt.fields & CHUNK_KEYS - {DOC_ID_KEY}) if flt is not None else []
         if positional and self._from_store:
             raise FilterError(
                 f"this UMG index re-cut the store's chunks into sentence windows, so a filter on "
-                f"{', '.join(positional)} (a position inside a document) cannot tell which chunks a "
-                "window holds; filter on document metadata (tenant, source, ...) instead"
+                f"{', '.join(positional)} (a key of each chunk's own, not of its document) cannot tell "
+                "which chunks a window holds; filter on document metadata (tenant, source, ...) instead"
             )
         return flt
 
