@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from core.persist import current_generation
-from core.writer_lock import WriterLock, holds_lock, release_locks_of
+from core.writer_lock import IndexLockedError, WriterLock, holds_lock, release_locks_of
 
 __all__ = ["DEFAULT_REFRESH_INTERVAL", "Follower", "Follows", "check_refresh_interval", "follows_writer"]
 
 #: Seconds between two checks of ``CURRENT`` by a loaded index (None or 0: see ``load``).
 DEFAULT_REFRESH_INTERVAL = 1.0
+_LOCK_POLL_SECONDS = 0.05  # between two tries of a writer lock another writer holds
 
 logger = logging.getLogger("bridge_rag.refresh")
 
@@ -267,19 +268,35 @@ class Follows:
         """
         release_locks_of(self)
 
-    def _hold_writer_lock(self) -> None:
+    def _hold_writer_lock(self, wait: float = 0.0) -> None:
         """Takes (or keeps) the writer lock of the index directory before any change.
 
         A reader becoming the writer first loads what another writer saved since it loaded.
 
+        Args:
+            wait: Seconds to keep trying while another writer holds the lock (0: fail at once).
+
         Raises:
-            core.writer_lock.IndexLockedError: Another writer holds it.
+            core.writer_lock.IndexLockedError: Another writer holds it (still, after ``wait``).
         """
-        if self.persist_path is not None:
-            WriterLock.acquire(self.persist_path, self)
-            follower = self._follower
-            if follower is not None:
-                follower.refresh(force=True)
+        if self.persist_path is None:
+            return
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                WriterLock.acquire(self.persist_path, self)
+                break
+            except IndexLockedError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(_LOCK_POLL_SECONDS)
+        follower = self._follower
+        if follower is not None:
+            follower.refresh(force=True)
+
+    def _holds_writer_lock(self) -> bool:
+        """Whether this object holds the writer lock of its index directory."""
+        return self.persist_path is not None and holds_lock(self, self.persist_path)
 
 
 def follows_writer(method: F) -> F:

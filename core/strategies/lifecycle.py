@@ -81,6 +81,9 @@ __all__ = ["ChunkedIndex", "InMemoryStoreWarning", "IndexLifecycle", "Synced", "
 
 logger = logging.getLogger("bridge_rag.lifecycle")
 
+#: Seconds a :meth:`ChunkedIndex.sync` waits for another worker's writer lock.
+DEFAULT_SYNC_WAIT = 10.0
+
 
 def retrieve_options_of(strategy_type: type) -> tuple[str, ...] | None:
     """The keyword options a strategy class's ``retrieve`` takes (known before anything is built).
@@ -235,7 +238,7 @@ class IndexLifecycle(Follows):
                 self._autosave()
         return len(rows)
 
-    def sync(self) -> Synced:
+    def sync(self, *, wait: float = DEFAULT_SYNC_WAIT) -> Synced:
         """Takes in what the app changed in the Chroma collection itself, behind the index's back.
 
         Raises:
@@ -680,7 +683,7 @@ class ChunkedIndex(IndexLifecycle):
         """Indexes chunk rows already in Chroma (unit-normalised embeddings) in the strategy's structures."""
         raise NotImplementedError  # pragma: no cover
 
-    def sync(self) -> Synced:
+    def sync(self, *, wait: float = DEFAULT_SYNC_WAIT) -> Synced:
         """Takes in what the app added to, changed in or deleted from the Chroma collection itself.
 
         After the one-line swap an app may keep writing through its own store
@@ -691,13 +694,19 @@ class ChunkedIndex(IndexLifecycle):
         is in no later save); a chunk new or changed in the collection is indexed as stored
         (not re-embedded), in documents grouped by the rule of :meth:`from_store`. When
         nothing changed, nothing is written and no writer lock is taken. The index is saved
-        when it has a directory.
+        when it has a directory. A sync that takes the writer lock lets it go when it is done
+        (unless this object held it before), so every worker of a deployment may sync: one
+        waits up to ``wait`` seconds for another's sync, then takes in what that one saved.
+
+        Args:
+            wait: Seconds to wait while another worker holds the writer lock.
 
         Returns:
             How many chunks were added, removed and changed.
 
         Raises:
-            core.writer_lock.IndexLockedError: Another writer holds the index directory.
+            core.writer_lock.IndexLockedError: Another writer still holds the index directory
+                after ``wait`` seconds (a process that adds or deletes keeps it until closed).
             ValueError: Chunks added with an embedding function of another dimension.
         """
         self._check_writable("sync")
@@ -706,29 +715,38 @@ class ChunkedIndex(IndexLifecycle):
         if not any(first):
             return Synced(0, 0, 0)
         with self._writing():
-            self._hold_writer_lock()  # may load what another writer saved meanwhile
-            new, gone, changed = self._store_changes([cid for ids in first for cid in ids])
-            with self._lock:
-                stale = [self._table.id_to_row[cid] for cid in [*gone, *changed]]
-            if stale:
-                with self._changing(), self._lock:
-                    self._table.remove_rows(sorted(stale))
-                    self._forget_rows(sorted(stale))
+            held = self._holds_writer_lock()
+            self._hold_writer_lock(wait)  # may load what another writer saved meanwhile
             try:
-                if stale:
-                    self._after_change()
-                added = [*new, *changed]
-                if added:
-                    try:
-                        rows, vectors = added_stored_rows(self.store, added, self._table)
-                    except KeyError:  # deleted again meanwhile: take what is still there
-                        added = self.store.existing(added)
-                        rows, vectors = added_stored_rows(self.store, added, self._table)
-                    if added:
-                        self._extend(rows, vectors, first_build=False)
+                return self._sync_locked([cid for ids in first for cid in ids])
             finally:
-                if stale or new or changed:  # what was removed is saved even if the rest failed
-                    self._autosave()
+                if not held:  # the lock was the sync's: another worker may sync next
+                    self.close()
+
+    def _sync_locked(self, candidates: Sequence[str]) -> Synced:
+        """:meth:`sync`'s change, under the writer lock: the candidates checked again, then applied."""
+        new, gone, changed = self._store_changes(candidates)
+        with self._lock:
+            stale = [self._table.id_to_row[cid] for cid in [*gone, *changed]]
+        if stale:
+            with self._changing(), self._lock:
+                self._table.remove_rows(sorted(stale))
+                self._forget_rows(sorted(stale))
+        try:
+            if stale:
+                self._after_change()
+            added = [*new, *changed]
+            if added:
+                try:
+                    rows, vectors = added_stored_rows(self.store, added, self._table)
+                except KeyError:  # deleted again meanwhile: take what is still there
+                    added = self.store.existing(added)
+                    rows, vectors = added_stored_rows(self.store, added, self._table)
+                if added:
+                    self._extend(rows, vectors, first_build=False)
+        finally:
+            if stale or new or changed:  # what was removed is saved even if the rest failed
+                self._autosave()
         return Synced(len(new), len(gone), len(changed))
 
     def _store_changes(self, only: Sequence[str] | None = None) -> tuple[list[str], list[str], list[str]]:

@@ -17,6 +17,7 @@ import pytest
 from core.entities import RuleBasedEntityExtractor
 from core.store import ChunkStore
 from core.strategies.bridge import BridgeRAG
+from core.types import Document
 from tests.core.conftest import unique_name
 from tests.reliability.cases import StrategyCase, wiring_embedder
 from tests.reliability.test_deleted_data import NAMES, SECRET_TEXT, _leftovers, _windows
@@ -216,10 +217,50 @@ def test_a_sync_with_nothing_to_do_takes_no_writer_lock(tmp_path: Path) -> None:
     assert first.refresh()  # the first follows the second's save (as its queries do every second)
     assert "w2" in first.chunk_table.id_to_row
     store.delete(["w2"])
-    assert tuple(second.sync()) == (0, 1, 0)  # the second worker keeps the lock it took
+    assert tuple(second.sync()) == (0, 1, 0)
     # the first catches up with what the second saved: nothing left to do, no lock needed
     assert tuple(first.sync()) == (0, 0, 0)
     assert "w2" not in first.chunk_table.id_to_row
+
+
+def test_every_worker_may_sync_its_own_writes_in_turn(tmp_path: Path) -> None:
+    """A sync lets go of the writer lock it took: the next worker's sync takes in its own writes.
+
+    A worker that adds through the index keeps the lock (it is the directory's writer): another
+    worker's sync then waits, and says who holds it.
+    """
+    from core.writer_lock import IndexLockedError
+    from tests.reliability.cases import synthetic_documents
+
+    built = BridgeRAG.from_documents(
+        synthetic_documents(4),
+        embedder=wiring_embedder(),
+        entity_extractor=RuleBasedEntityExtractor(),
+        persist_directory=tmp_path,
+        show_progress=False,
+    )
+    store = built.store
+    built.close()
+    a, b = (
+        BridgeRAG.load(
+            tmp_path / "bridge", embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor()
+        )
+        for _ in range(2)
+    )
+    for round_ in range(2):
+        _app_adds(store, [f"a{round_}"], [f"Orvin sold tin in Quell, year {round_}."], [{"source": "a.txt"}])
+        assert tuple(a.sync()) == (1, 0, 0)
+        _app_adds(store, [f"b{round_}"], [f"Pelda sold wool in Brisk, year {round_}."], [{"source": "b.txt"}])
+        assert tuple(b.sync()) == (1, 0, 0)  # before, a kept the lock and b's sync raised
+        assert {f"a{round_}", f"b{round_}"} <= set(b.chunk_table.id_to_row)  # a's save taken in first
+    assert a.refresh()
+    assert {"a1", "b1"} <= set(a.chunk_table.id_to_row)
+    a.add_documents([Document("Quell lies on the Orvin river.", id="quell")])  # a: the writer, from now on
+    _app_adds(store, ["b2"], ["Pelda sold flax in Brisk."], [{"source": "b.txt"}])
+    with pytest.raises(IndexLockedError, match="already has a writer"):
+        b.sync(wait=0.2)
+    a.close()
+    assert tuple(b.sync()) == (1, 0, 0)
 
 
 def test_a_llama_index_node_synced_into_its_document_joins_it() -> None:
