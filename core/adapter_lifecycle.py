@@ -17,7 +17,20 @@ from core.strategies.base import Strategy, check_k
 from core.strategies.lifecycle import IndexLifecycle, Synced, retrieve_options_of
 from core.types import Document
 
-__all__ = ["StrategyAdapter"]
+__all__ = ["StrategyAdapter", "narrowed_filter"]
+
+
+def narrowed_filter(own: Mapping[str, Any] | None, call: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The rows that pass both a retriever's ``own`` filter and a call's, as one ``where`` filter.
+
+    A call's filter narrows the retriever's; it never widens it (``{}`` adds nothing). None
+    when neither filters anything.
+
+    Raises:
+        core.filters.FilterError: A malformed filter.
+    """
+    where = [parsed.where for parsed in map(parse_filter, (own, call)) if parsed is not None and parsed.where]
+    return None if not where else where[0] if len(where) == 1 else {"$and": where}
 
 
 class StrategyAdapter:
@@ -220,10 +233,5 @@ class StrategyAdapter:
 
         A caller's filter narrows a tenant's retriever; it never widens it (``filter={}`` too).
         """
-        where = [
-            parsed.where for parsed in map(parse_filter, (own, filter)) if parsed is not None and parsed.where
-        ]
-        removed: int = self.strategy.delete_documents(
-            ids, filter=None if not where else where[0] if len(where) == 1 else {"$and": where}
-        )
+        removed: int = self.strategy.delete_documents(ids, filter=narrowed_filter(own, filter))
         return removed

@@ -8,7 +8,10 @@ same thing here:
 - a bare value is ``$eq``: ``{"tenant": "acme"}`` == ``{"tenant": {"$eq": "acme"}}``;
 - equality compares numbers by value (``2`` matches ``2.0``) but never a bool with a
   number, and a list value never equals a scalar;
-- ``$gt $gte $lt $lte`` take an int or a float and match numeric values only;
+- ``$gt $gte $lt $lte`` take an int or a float and match numeric values only, compared by
+  value. The one known difference from Chroma (1.5): Chroma compares an int value with a
+  fractional bound as if the bound were cut to an int (``{"level": {"$gte": 1.5}}`` matches
+  ``level: 1`` there, not here); with whole-number bounds, or float values, the two agree;
 - ``$ne`` and ``$nin`` are the negations of ``$eq`` and ``$in``: they also match rows that
   lack the field;
 - ``$in`` / ``$nin`` take a non-empty list of values of one type;

@@ -20,7 +20,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, model_validator
 
-from core.adapter_lifecycle import StrategyAdapter
+from core.adapter_lifecycle import StrategyAdapter, narrowed_filter
 from core.adapters import as_chunk_store, chroma_collection
 from core.embed import LangChainEmbedder
 from core.store import ChunkStore
@@ -143,7 +143,8 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
             Extra options for ``strategy.retrieve`` (for example ``{"depth": 2}``, or a
             metadata filter in Chroma's ``where`` syntax: ``{"filter": {"tenant": "acme"}}``,
             as ``Chroma.as_retriever`` takes it); keyword arguments given to ``invoke``
-            (``invoke(q, filter=...)``) override them.
+            override them, except a ``filter``: ``invoke(q, filter=...)`` narrows the
+            retriever's own (a row must pass both), so a tenant's retriever is never widened.
 
     Instantiate:
         ```python
@@ -201,7 +202,8 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         Args:
             query: The query string.
             run_manager: LangChain's callback manager for this run.
-            **kwargs: Per-call options: ``k`` overrides :attr:`k` (``None`` keeps it); the rest
+            **kwargs: Per-call options: ``k`` overrides :attr:`k` (``None`` keeps it); a
+                ``filter`` narrows the one in :attr:`search_kwargs` (both must pass); the rest
                 override the option fields and :attr:`search_kwargs` (``None`` keeps them).
 
         Returns:
@@ -209,6 +211,8 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         """
         options = self._field_options() | self.search_kwargs
         options.update({key: value for key, value in kwargs.items() if value is not None})
+        if kwargs.get("filter") is not None:  # a tenant's retriever is never widened by a call
+            options["filter"] = narrowed_filter(self.search_kwargs.get("filter"), kwargs["filter"])
         for name in self.ignored_options:
             options.pop(name, None)
         k = options.pop("k", self.k)

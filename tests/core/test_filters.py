@@ -109,3 +109,24 @@ def test_no_filter_and_wrong_types() -> None:
     assert flt is not None
     assert flt.where == {"a": {"$eq": 1}}
     assert flt.fields == {"a"}
+
+
+def test_a_fractional_bound_compares_by_value_over_int_metadata(
+    oracle: tuple[ChunkStore, list[dict[str, Any]]],
+) -> None:
+    """The one place this module parts from Chroma (1.5), on purpose: documented in core.filters.
+
+    Chroma compares an int value with a fractional bound as if the bound were cut to an int
+    (``1 >= 1.5`` holds there); here it compares the numbers.
+    """
+    metas = [{"level": 1}, {"level": 2.5}, {"level": 3.0}]
+    columns = MetadataColumns(lambda: metas)
+    for where, expected in (
+        ({"level": {"$gte": 1.5}}, [1, 2]),
+        ({"level": {"$lt": 1.5}}, [0]),
+        ({"level": {"$gt": 0.5}}, [0, 1, 2]),
+    ):
+        flt = parse_filter(where)
+        assert flt is not None
+        assert np.flatnonzero(columns.mask(flt)).tolist() == expected, where
+        assert [i for i, m in enumerate(metas) if flt.matches(m)] == expected, where

@@ -101,3 +101,20 @@ def test_filter_embeds_nothing_when_refused(make_embeddings: Any, app_store: Chr
     with pytest.raises(FilterError):
         retriever.invoke(QUERIES[0], filter={"a": 1, "b": 2})
     assert embeddings.query_calls == calls
+
+
+@pytest.mark.parametrize("name", ["BridgeRetriever", "UMGRetriever", "BubbleRetriever"])
+def test_a_calls_filter_narrows_a_tenants_retriever_and_never_widens_it(
+    swapped: dict[str, Any], name: str
+) -> None:
+    """A service that passes a request's ``filter=`` to a tenant's retriever keeps to that tenant."""
+    acme = swapped[name].model_copy(update={"search_kwargs": {"filter": {"tenant": "acme"}}})
+    tenants = {m["tenant"] for m in acme.strategy.store.get(include_embeddings=False).metadatas}
+    assert len(tenants) > 1
+    for query in QUERIES:
+        for call_filter in ({}, {"tenant": {"$ne": "acme"}}, {"year": {"$gte": 2015}}):
+            docs = acme.invoke(query, filter=call_filter)
+            assert {d.metadata["tenant"] for d in docs} <= {"acme"}, call_filter
+        assert acme.invoke(query, filter={}), "an empty filter adds nothing to the retriever's own"
+        recent = acme.invoke(query, filter={"year": {"$gte": 2020}})
+        assert all(d.metadata["year"] >= 2020 and d.metadata["tenant"] == "acme" for d in recent)
