@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 from core.adapters import check_option, check_strategy_type, lift_option, split_fields
 from core.filters import parse_filter
 from core.strategies.base import Strategy, check_k
-from core.strategies.lifecycle import IndexLifecycle, Synced, retrieve_options_of
+from core.strategies.lifecycle import DEFAULT_SYNC_WAIT, IndexLifecycle, Synced, retrieve_options_of
 from core.types import Document
 
 __all__ = ["StrategyAdapter", "narrowed_filter"]
@@ -199,17 +199,22 @@ class StrategyAdapter:
         refresh = getattr(self.strategy, "refresh", None)
         return bool(refresh()) if callable(refresh) else False
 
-    def sync(self) -> Synced:
+    def sync(self, *, wait: float = DEFAULT_SYNC_WAIT) -> Synced:
         """Takes in the chunks the app added to or deleted from its Chroma store itself, since the swap.
 
         Call it after the app writes through its own store (``vectorstore.add_documents``,
         ``vectorstore.delete``): what was deleted there leaves the index, what was added is
         indexed as stored (see :meth:`core.strategies.lifecycle.ChunkedIndex.sync`).
 
+        Args:
+            wait: Seconds to wait while another worker holds the index directory's writer lock.
+
         Returns:
             ``Synced(added, removed, changed)``: chunk counts.
 
         Raises:
+            core.writer_lock.IndexLockedError: Another writer still holds the index directory
+                after ``wait`` seconds.
             NotImplementedError: UMG-RAG, whose windows are cut from the chunks, not the
                 chunks themselves (add and delete through the retriever, or rebuild), and a
                 strategy without ``sync``.
@@ -219,7 +224,7 @@ class StrategyAdapter:
             raise NotImplementedError(
                 f"{type(self.strategy).__name__} has no sync(); add and delete through the retriever"
             )
-        return Synced(*sync())
+        return Synced(*sync(wait=wait))
 
     def _add(self, documents: Sequence[Document]) -> list[str]:
         """Indexes converted documents without a rebuild; returns their document ids."""

@@ -77,7 +77,14 @@ class Synced(NamedTuple):
 
 FloatMatrix = npt.NDArray[np.float32]
 
-__all__ = ["ChunkedIndex", "InMemoryStoreWarning", "IndexLifecycle", "Synced", "retrieve_options_of"]
+__all__ = [
+    "DEFAULT_SYNC_WAIT",
+    "ChunkedIndex",
+    "InMemoryStoreWarning",
+    "IndexLifecycle",
+    "Synced",
+    "retrieve_options_of",
+]
 
 logger = logging.getLogger("bridge_rag.lifecycle")
 

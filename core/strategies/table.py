@@ -528,9 +528,10 @@ def added_stored_rows(
     """Chunks added to the collection behind the index's back, as new rows of ``table``.
 
     They are grouped into documents by the rule of :func:`stored_rows`. A group joins the
-    table's document of the same name only when their metadata agree apart from position
-    keys; otherwise it is a document of its own, ``name#<hash>``, as a build over the whole
-    collection would name it (another tenant's ``report.pdf`` never joins this one's).
+    table's document of the same name only when their metadata agree apart from the chunks'
+    own keys (:data:`~core.strategies.common.CHUNK_KEYS`); otherwise it is a document of its
+    own, ``name#<hash>``, as a build over the whole collection would name it (another
+    tenant's ``report.pdf`` never joins this one's).
 
     Raises:
         KeyError: An id is no longer in the collection.

@@ -179,3 +179,4 @@ def test_include_abstracts_adds_the_abstracts_of_the_documents_it_returns(lc_emb
     filtered = only_first.compress_documents([long_doc], QUESTION)
     assert filtered[0].metadata["found_by"] == "retriever"  # the seed, as the retriever gave it
     assert not any("Quillmere" in d.page_content for d in filtered[1:])
+    assert any(d.metadata.get("type") == "abstract" for d in filtered)  # the one-chunk documents' still come

@@ -118,3 +118,7 @@ def test_a_calls_filter_narrows_a_tenants_retriever_and_never_widens_it(
         assert acme.invoke(query, filter={}), "an empty filter adds nothing to the retriever's own"
         recent = acme.invoke(query, filter={"year": {"$gte": 2020}})
         assert all(d.metadata["year"] >= 2020 and d.metadata["tenant"] == "acme" for d in recent)
+        passing = acme.strategy.store.get(
+            where={"$and": [{"tenant": "acme"}, {"year": {"$gte": 2020}}]}, include_embeddings=False
+        ).ids
+        assert bool(recent) == bool(passing)  # narrowed, not emptied

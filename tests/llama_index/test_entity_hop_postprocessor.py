@@ -167,9 +167,14 @@ def test_nodes_the_walk_adds_name_the_document_they_were_parsed_from(li_embed_mo
 
     documents = [Document(id_=f"{n.node_id}-doc", text=n.text) for n in NODES]
     nodes = SentenceSplitter().get_nodes_from_documents(documents)
-    hop = EntityHopPostprocessor.from_defaults(nodes, embed_model=li_embed_model, top_n=3)
+    hop = EntityHopPostprocessor.from_defaults(
+        nodes, embed_model=li_embed_model, top_n=3, include_abstracts=True
+    )
     song = next(n for n in nodes if n.ref_doc_id == "song-doc")
     out = hop.postprocess_nodes([NodeWithScore(node=song, score=0.9)], query_str=QUESTION)
     reached = [n.node for n in out if n.node.metadata.get("found_by") != "retriever"]
     assert "composer-doc" in [n.ref_doc_id for n in reached]  # not the chunk's own node id
     assert all(n.ref_doc_id == n.metadata["ref_doc_id"] for n in reached)
+    abstracts = [n.node for n in out if n.node.metadata.get("type") == "abstract"]
+    assert abstracts
+    assert {n.ref_doc_id for n in abstracts} <= {d.id_ for d in documents}  # abstracts cite it too

@@ -259,6 +259,10 @@ def test_every_worker_may_sync_its_own_writes_in_turn(tmp_path: Path) -> None:
     _app_adds(store, ["b2"], ["Pelda sold flax in Brisk."], [{"source": "b.txt"}])
     with pytest.raises(IndexLockedError, match="already has a writer"):
         b.sync(wait=0.2)
+    from langchain_bridge import BridgeRetriever
+
+    with pytest.raises(IndexLockedError, match="already has a writer"):
+        BridgeRetriever(strategy=b).sync(wait=0.1)  # the adapters take the same wait
     a.close()
     assert tuple(b.sync()) == (1, 0, 0)
 

@@ -57,6 +57,7 @@ from core.strategies.bridge.abstracts import AbstractWriter
 from core.strategies.bridge.hierarchy import group_by_meaning, weighted_centroids
 from core.strategies.common import (
     DOC_ID_KEY,
+    DOCUMENT_NAME_KEYS,
     check_query_vector,
     fit_mask,
     mask_at,
@@ -1138,11 +1139,11 @@ class BridgeRAG(ChunkedIndex):
         Returns:
             One result per abstract (``metadata["type"] == "abstract"``, id ``abstract::<n>``).
         """
-        seen: list[int] = []
+        first_row: dict[int, int] = {}  # each abstract's first result row, in result order
         for r in results:
-            a = int(self._row_abstract[self._table.id_to_row[r.id]])
-            if a not in seen:
-                seen.append(a)
+            row = self._table.id_to_row[r.id]
+            first_row.setdefault(int(self._row_abstract[row]), row)
+        seen = list(first_row)
         if allowed is not None:
             live = self._table.alive
             excluded = set(self._row_abstract[live & ~fit_mask(allowed, live.shape[0])].tolist())
@@ -1161,6 +1162,8 @@ class BridgeRAG(ChunkedIndex):
                         "abstract_id": a,
                         "abstract_level": self._abs_level[a],
                         "entities": self._abs_entities[a][:20],
+                        # the names the document carries (its source file, LlamaIndex document)
+                        **_document_names(self._table.rows.metadatas[first_row[a]]),
                         DOC_ID_KEY: self._abs_doc[a],
                     },
                 )
@@ -1256,6 +1259,15 @@ def _unit_mean(vectors: FloatMatrix) -> FloatMatrix:
     norm = float(np.linalg.norm(c))
     out: FloatMatrix = (c / norm if norm > 0 else c).astype(np.float32)
     return out
+
+
+def _document_names(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A chunk's names of its document besides its ``doc_id`` (``source``, ``ref_doc_id``, ...).
+
+    Every chunk of one document carries the same ones (the grouping rule), so an abstract takes
+    them from any of its chunks.
+    """
+    return {key: metadata[key] for key in DOCUMENT_NAME_KEYS if key != DOC_ID_KEY and key in metadata}
 
 
 def _all_stopwords(ngram: str) -> bool:
