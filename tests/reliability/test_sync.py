@@ -192,25 +192,31 @@ def test_a_delete_during_the_listing_never_drops_a_live_chunk(monkeypatch: pytes
     assert live == {"c0", "c1", "c2", "c3", "c4"}
 
 
-def test_a_sync_with_nothing_to_do_takes_no_writer_lock(tmp_path: Path) -> None:
-    """Several workers may sync after their writes: one that finds nothing stays a reader."""
+def _two_workers(directory: Path) -> tuple[ChunkStore, BridgeRAG, BridgeRAG]:
+    """An index built into ``directory`` (its builder closed), its collection, and two workers loading it."""
     from tests.reliability.cases import synthetic_documents
 
     built = BridgeRAG.from_documents(
         synthetic_documents(4),
         embedder=wiring_embedder(),
         entity_extractor=RuleBasedEntityExtractor(),
-        persist_directory=tmp_path,
+        persist_directory=directory,
         show_progress=False,
     )
     store = built.store
     built.close()
     first, second = (
         BridgeRAG.load(
-            tmp_path / "bridge", embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor()
+            directory / "bridge", embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor()
         )
         for _ in range(2)
     )
+    return store, first, second
+
+
+def test_a_sync_with_nothing_to_do_takes_no_writer_lock(tmp_path: Path) -> None:
+    """Several workers may sync after their writes: one that finds nothing stays a reader."""
+    store, first, second = _two_workers(tmp_path)
     assert tuple(first.sync()) == (0, 0, 0)
     _app_adds(store, ["w2"], ["Galder sold salt in Vantry."], [{"source": "w2.txt"}])
     assert tuple(second.sync()) == (1, 0, 0)  # the first did not keep the lock
@@ -230,23 +236,8 @@ def test_every_worker_may_sync_its_own_writes_in_turn(tmp_path: Path) -> None:
     worker's sync then waits, and says who holds it.
     """
     from core.writer_lock import IndexLockedError
-    from tests.reliability.cases import synthetic_documents
 
-    built = BridgeRAG.from_documents(
-        synthetic_documents(4),
-        embedder=wiring_embedder(),
-        entity_extractor=RuleBasedEntityExtractor(),
-        persist_directory=tmp_path,
-        show_progress=False,
-    )
-    store = built.store
-    built.close()
-    a, b = (
-        BridgeRAG.load(
-            tmp_path / "bridge", embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor()
-        )
-        for _ in range(2)
-    )
+    store, a, b = _two_workers(tmp_path)
     for round_ in range(2):
         _app_adds(store, [f"a{round_}"], [f"Orvin sold tin in Quell, year {round_}."], [{"source": "a.txt"}])
         assert tuple(a.sync()) == (1, 0, 0)
