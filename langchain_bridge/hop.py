@@ -17,6 +17,7 @@ from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ConfigDict, Field, field_validator
 
+from core.adapters import split_fields
 from core.entity_hop import EntityHopWalk, Seed
 from core.filters import parse_filter
 from langchain_bridge.retrievers import chroma_store_parts, core_documents, to_langchain_document
@@ -92,7 +93,7 @@ class EntityHopCompressor(BaseDocumentCompressor):
                 :class:`core.strategies.bridge.strategy.BridgeConfig` fields (``chunk_size``,
                 ``link_hops``, ...), or ``persist_directory`` to keep the index.
         """
-        fields = _own_fields(settings)
+        fields, settings = split_fields(settings, cls.model_fields)
         docs = core_documents(documents)
         walk = EntityHopWalk.from_documents(docs, embedder=embedding, k=k, **settings)
         return cls(walk=walk, k=k, filter=filter, **fields)
@@ -117,7 +118,7 @@ class EntityHopCompressor(BaseDocumentCompressor):
             TypeError: ``vectorstore`` is not a Chroma store.
             ValueError: The store has no embedding function, or is empty.
         """
-        fields = _own_fields(settings)
+        fields, settings = split_fields(settings, cls.model_fields)
         store, embedder = chroma_store_parts(vectorstore)
         walk = EntityHopWalk.from_store(store, embedder=embedder, k=k, **settings)
         return cls(walk=walk, k=k, filter=filter, **fields)
@@ -159,8 +160,3 @@ class EntityHopCompressor(BaseDocumentCompressor):
                 doc = Document(page_content=original.page_content, metadata=meta, id=original.id or doc.id)
             out.append(doc)
         return out
-
-
-def _own_fields(settings: dict[str, Any]) -> dict[str, Any]:
-    """Takes the compressor's own fields out of a constructor's ``**settings`` (the rest is the index's)."""
-    return {name: settings.pop(name) for name in list(settings) if name in EntityHopCompressor.model_fields}

@@ -16,7 +16,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 from pydantic import Field, PrivateAttr, field_validator
 
-from core.adapters import chroma_collection
+from core.adapters import chroma_collection, split_fields
 from core.entity_hop import EntityHopWalk, Seed
 from core.store import ChunkStore
 from core.strategies.common import jsonable
@@ -119,7 +119,7 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
                 :class:`core.strategies.bridge.strategy.BridgeConfig` fields, or
                 ``persist_directory`` to keep the index.
         """
-        fields = {name: settings.pop(name) for name in list(settings) if name in cls.model_fields}
+        fields, settings = split_fields(settings, cls.model_fields)
         walk = EntityHopWalk.from_documents(
             core_documents(documents), embedder=embed_model, k=top_n, **settings
         )
@@ -143,7 +143,7 @@ class EntityHopPostprocessor(BaseNodePostprocessor):
         Raises:
             TypeError: ``vector_store`` is not a Chroma vector store.
         """
-        fields = {name: settings.pop(name) for name in list(settings) if name in cls.model_fields}
+        fields, settings = split_fields(settings, cls.model_fields)
         store = ChunkStore(chroma_collection(vector_store, "from_vector_store expects a ChromaVectorStore"))
         return cls(
             EntityHopWalk.from_store(store, embedder=embed_model, k=top_n, **settings), top_n, **fields

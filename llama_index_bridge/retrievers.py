@@ -163,10 +163,8 @@ def from_llama_document(doc: BaseNode) -> CoreDocument:
     # delete_ref_doc and the app's own index.delete_ref_doc (a ChromaVectorStore deletes where
     # document_id matches) both find the chunks we stored.
     source = doc.id_ if isinstance(doc, LlamaDocument) else doc.ref_doc_id
-    if source:
-        metadata.update(
-            ref_doc_id=source, document_id=source
-        )  # over any the metadata had, as LlamaIndex does
+    if source:  # over any the metadata had, as LlamaIndex does
+        metadata.update(ref_doc_id=source, document_id=source)
     if doc.excluded_llm_metadata_keys:  # kept with every chunk, hidden again in the nodes returned
         metadata[HIDDEN_KEYS_KEY] = json.dumps(sorted(set(doc.excluded_llm_metadata_keys)))
     return CoreDocument(text=doc.get_content(metadata_mode=MetadataMode.NONE), id=doc.id_, metadata=metadata)

@@ -734,11 +734,11 @@ class ChunkedIndex(IndexLifecycle):
         """:meth:`sync`'s change, under the writer lock: the candidates checked again, then applied."""
         new, gone, changed = self._store_changes(candidates)
         with self._lock:
-            stale = [self._table.id_to_row[cid] for cid in [*gone, *changed]]
+            stale = sorted(self._table.id_to_row[cid] for cid in [*gone, *changed])
         if stale:
             with self._changing(), self._lock:
-                self._table.remove_rows(sorted(stale))
-                self._forget_rows(sorted(stale))
+                self._table.remove_rows(stale)
+                self._forget_rows(stale)
         try:
             if stale:
                 self._after_change()

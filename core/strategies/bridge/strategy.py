@@ -707,15 +707,13 @@ class BridgeRAG(ChunkedIndex):
             abs_vectors = np.zeros((len(spans), embeddings.shape[1]), dtype=np.float32)
             row_abstract = np.zeros(len(rows.ids), dtype=np.int64)
             weights = np.zeros(len(spans), dtype=np.float64)
+            # an update's LLM summaries come after its change (_after_change): never under the lock
+            summarise = writer.extractive if self.llm is not None and not first_build else writer.write
             with timed(self.report, "abstracts"):
                 for j, (s, e, _) in enumerate(spans):
                     ents = list(dict.fromkeys(x for i in range(s, e) for x in chunk_entities[i]))
                     abs_entities.append(ents)
-                    # an update's LLM summaries come after its change (_after_change): never under the lock
-                    later = self.llm is not None and not first_build
-                    abs_summaries.append(
-                        writer.extractive(rows.texts[s:e]) if later else writer.write(rows.texts[s:e])
-                    )
+                    abs_summaries.append(summarise(rows.texts[s:e]))
                     abs_vectors[j] = _unit_mean(embeddings[s:e])
                     row_abstract[s:e] = first_abs + j
                     weights[j] = e - s
