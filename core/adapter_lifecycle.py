@@ -204,20 +204,19 @@ class StrategyAdapter:
 
         Call it after the app writes through its own store (``vectorstore.add_documents``,
         ``vectorstore.delete``): what was deleted there leaves the index, what was added is
-        indexed as stored (see :meth:`core.strategies.lifecycle.ChunkedIndex.sync`).
+        indexed (see :meth:`core.strategies.lifecycle.IndexLifecycle.sync`).
 
         Args:
             wait: Seconds to wait while another worker holds the index directory's writer lock.
 
         Returns:
-            ``Synced(added, removed, changed)``: chunk counts.
+            ``Synced(added, removed, changed)``: chunk counts (UMG-RAG: documents).
 
         Raises:
             core.writer_lock.IndexLockedError: Another writer still holds the index directory
                 after ``wait`` seconds.
-            NotImplementedError: UMG-RAG, whose windows are cut from the chunks, not the
-                chunks themselves (add and delete through the retriever, or rebuild), and a
-                strategy without ``sync``.
+            NotImplementedError: A strategy with no collection of the app's to follow (UMG-RAG
+                built from documents) or without ``sync``.
         """
         sync = getattr(self.strategy, "sync", None)
         if not callable(sync):

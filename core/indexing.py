@@ -42,6 +42,7 @@ __all__ = [
     "CommandError",
     "IndexOptions",
     "IndexSummary",
+    "NoFilesError",
     "ReadResult",
     "UpdatePlan",
     "detect_strategy",
@@ -56,6 +57,10 @@ KNOWN_INDEX_NAMES = ("bridge", "umg", "bubble")
 
 class CommandError(Exception):
     """A command-line error the user can fix: the CLI prints it and exits with status 2."""
+
+
+class NoFilesError(CommandError):
+    """The paths given hold no file to index."""
 
 
 #: The strategy a new index is built with when ``--strategy`` is not given.
@@ -234,7 +239,7 @@ def read_inputs(
         warn(message)
     if not scan.files:
         others = f" ({len(scan.skipped)} other files skipped)" if scan.skipped else ""
-        raise CommandError(
+        raise NoFilesError(
             f"no {', '.join(SUPPORTED_SUFFIXES)} files under {', '.join(map(repr, paths))}{others}; "
             "point at the folders that hold your documents" + (" or change --glob" if globs else "")
         )
@@ -602,7 +607,13 @@ def _update(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary
         raise CommandError(f"{index_dir} has no record of the files it indexed; give them (PATH...)")
     reading = options.reading(record.reading if record is not None else None)
     _say_recorded(options, reading, err)
-    read = _checked_read(options, reading, paths, err)
+    try:
+        read = _checked_read(options, reading, paths, err)
+    except NoFilesError as exc:  # a folder emptied, or the wrong path: never taken as "delete all"
+        raise NoFilesError(
+            f"{exc}. An update never empties an index: to remove every document, delete {index_dir} "
+            "(and its Chroma collection, when it is on a server)"
+        ) from None
     roots = {str(Path(p).absolute()) for p in paths}
     failed = {f.path.absolute() for f in read.failures}
     failed_sources = {s.source for s in read.scan.files if s.path.absolute() in failed}

@@ -631,6 +631,24 @@ class ChunkStore:
         store._owns_client = False
         return store
 
+    def made_beside(self) -> ChunkStore:
+        """The collection this one was made beside by :meth:`sibling` (UMG-RAG's source).
+
+        Raises:
+            ValueError: This collection was not made by :meth:`sibling`, its client is
+                unknown, or the other collection no longer exists.
+        """
+        name = (self.collection.metadata or {}).get(SIBLING_TAG)
+        client = self.client if self.client is not None else _client_of(self.collection)
+        if not isinstance(name, str) or client is None:
+            raise ValueError(
+                f"the collection {self.name!r} was not made by bridge-rag beside another one, so the "
+                "collection it was built from is unknown"
+            )
+        store = ChunkStore._open(client, name, create=False, hnsw=None, location=self.location)
+        store._owns_client = False
+        return store
+
     def _check_sibling(self, collection: Any) -> None:
         """Refuses a collection that bridge-rag did not make beside this store."""
         if (collection.metadata or {}).get(SIBLING_TAG) != self.name:

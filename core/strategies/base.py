@@ -7,7 +7,7 @@ new strategy gets both adapters for free.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Sized
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from core.types import Document, Retrieved
@@ -21,6 +21,7 @@ __all__ = [
     "check_doc_ids",
     "check_k",
     "check_query",
+    "check_same_lengths",
     "check_text",
 ]
 
@@ -179,6 +180,21 @@ def check_text(text: str, what: str) -> str:
             "bytes with errors='replace' or remove the character"
         ) from None
     return text
+
+
+def check_same_lengths(*named: tuple[str, Sized | None]) -> None:
+    """Checks that the given sequences (None: not given) have one entry each for the same items.
+
+    Args:
+        *named: ``(what, sequence)`` pairs, e.g. ``("texts", texts)``.
+
+    Raises:
+        ValueError: Their lengths differ; the message lists every length.
+    """
+    given = [(what, len(items)) for what, items in named if items is not None]
+    if len({n for _, n in given}) > 1:
+        listed = [f"{n} {what}" for what, n in given]
+        raise ValueError(f"the sequences differ in length: {', '.join(listed[:-1])} and {listed[-1]}")
 
 
 def check_query(query: object, max_chars: int = DEFAULT_MAX_QUERY_CHARS) -> str:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar, TypeVar
 
+from core.strategies.base import DEFAULT_MAX_QUERY_CHARS
+
 __all__ = ["ChunkingConfig", "StrategyConfig"]
 
 C = TypeVar("C", bound="StrategyConfig")
@@ -45,7 +47,11 @@ def _matches(value: Any, kind: Any, finite: bool) -> bool:
 
 @dataclass(frozen=True)
 class StrategyConfig:
-    """Settings of a strategy: validated by type, then by :meth:`checks`.
+    """Settings of a strategy: validated by type, then by range (the shared checks, then :meth:`checks`).
+
+    Attributes:
+        k: Default number of results.
+        max_query_chars: Longest accepted query.
 
     Raises:
         TypeError: A field's value does not have the field's type.
@@ -54,6 +60,9 @@ class StrategyConfig:
 
     #: Require float settings to be finite at the type check (else ``checks`` decide).
     finite_floats: ClassVar[bool] = False
+
+    k: int = 4
+    max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
 
     def __post_init__(self) -> None:
         label = type(self).__name__
@@ -70,12 +79,13 @@ class StrategyConfig:
                 if typing.get_origin(kind) is tuple:
                     expected = "ints" if typing.get_args(kind)[0] is int else str(kind)
                 raise TypeError(f"{label}: {f.name} must be {expected}, got {value!r}")
-        for message, ok in self.checks():
+        shared = [("k must be >= 1", self.k >= 1), ("max_query_chars must be >= 1", self.max_query_chars > 0)]
+        for message, ok in [*shared, *self.checks()]:
             if not ok:
                 raise ValueError(f"{label}: {message}")
 
     def checks(self) -> list[tuple[str, bool]]:
-        """The class's range checks: ``(message, passed)`` pairs, the first failure raised."""
+        """The class's own range checks: ``(message, passed)`` pairs, the first failure raised."""
         return []
 
     @classmethod

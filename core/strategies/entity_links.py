@@ -52,6 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from core.persist import FileData, array_to_bytes, array_view, json_from_bytes, json_to_bytes
+from core.strategies.base import check_same_lengths
 from core.text import longest_names, normalize_entity, query_ngrams, title_entities
 
 __all__ = [
@@ -263,12 +264,18 @@ class EntityLinks:
         self._named_count: list[int] = []  # entity -> units naming it
         self._unit_group = np.zeros(0, dtype=np.int64)  # unit -> its document (a group number)
         self._about_groups: list[int] = []  # entity -> documents about it
+        self._dead = 0  # units deleted (their lists emptied): not counted in how common a name is
 
     # ------------------------------------------------------------------ building
     @property
     def num_units(self) -> int:
         """Units linked so far (dead ones included)."""
         return len(self._unit_about)
+
+    @property
+    def num_live_units(self) -> int:
+        """Units linked so far and not deleted (:meth:`without_units`)."""
+        return len(self._unit_about) - self._dead
 
     def _entity(self, name: str) -> int:
         e = self.vocab.get(name)
@@ -328,12 +335,9 @@ class EntityLinks:
         Raises:
             ValueError: The sequences differ in length.
         """
-        mismatched_groups = groups is not None and len(groups) != len(texts)
-        if not len(about) == len(entities) == len(texts) or mismatched_groups:
-            raise ValueError(
-                f"{len(about)} about lists, {len(entities)} entity lists and {len(texts)} texts"
-                + ("" if groups is None else f" and {len(groups)} groups")
-            )
+        check_same_lengths(
+            ("about lists", about), ("entity lists", entities), ("texts", texts), ("groups", groups)
+        )
         first = len(self._unit_about)
         base = int(self._unit_group.max()) + 1 if self._unit_group.size else 0
         number: dict[str, int] = {}
@@ -372,6 +376,7 @@ class EntityLinks:
         for key, lists in (("about_units", self._about), ("mentions_units", self._mentions)):
             arrays[f"{key}_indptr"], arrays[f"{key}_indices"] = lists.to_arrays()
         arrays["unit_group"] = np.asarray(self._unit_group, dtype=np.int64)
+        arrays["dead_units"] = np.asarray([self._dead], dtype=np.int64)
         return list(self.names), arrays
 
     def without_units(self, dead: npt.NDArray[np.bool_]) -> EntityLinks:
@@ -397,7 +402,10 @@ class EntityLinks:
             counts = np.bincount(owner[live], minlength=n_units)
             kept[key] = (np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), indices[live])
         renumber = np.cumsum(used) - 1
-        out: dict[str, IntArray] = {"unit_group": arrays["unit_group"]}
+        out: dict[str, IntArray] = {
+            "unit_group": arrays["unit_group"],
+            "dead_units": np.asarray([int(gone.sum())], dtype=np.int64),
+        }
         for key, (indptr, indices) in kept.items():
             out[f"{key}_indptr"], out[f"{key}_indices"] = indptr, renumber[indices].astype(np.int64)
         return EntityLinks.from_arrays([n for n, u in zip(names, used.tolist(), strict=True) if u], out)
@@ -459,6 +467,10 @@ class EntityLinks:
         else:  # saved before documents were counted: each unit its own document
             group = np.arange(n_units, dtype=np.int64)
         links._unit_group = group
+        dead = np.asarray(arrays.get("dead_units", [0]), dtype=np.int64)  # absent: saved before counted
+        if dead.shape != (1,) or not 0 <= int(dead[0]) <= n_units:
+            raise ValueError("entity links: bad count of deleted units")
+        links._dead = int(dead[0])
         links._about_groups = _groups_per_entity(links._about, group, len(names))
         links._named_count = np.bincount(links._named.to_arrays()[1], minlength=len(names)).tolist()
         return links
@@ -519,7 +531,7 @@ class EntityLinks:
         reached: dict[int, Reached] = {}
         if config.link_hops <= 0 or not linked:
             return cos, reached
-        n_units = max(2, len(self._unit_about))
+        n_units = max(2, self.num_live_units)  # a deleted unit makes no name look commoner
         log_n = math.log(n_units)
 
         common_use = max(config.mention_max_df, config.common_share * n_units)
@@ -667,12 +679,14 @@ _ARRAYS = (
         for part in ("indptr", "indices")
     ),
     "unit_group",
+    "dead_units",
 )
-_OPTIONAL = frozenset(a for a in _ARRAYS if "_units_" in a or a == "unit_group")  # absent from older saves
+#: Absent from older saves.
+_OPTIONAL = frozenset(a for a in _ARRAYS if "_units_" in a or a in ("unit_group", "dead_units"))
 
 
 def links_files(links: EntityLinks) -> dict[str, bytes]:
-    """The files that save ``links`` in an index directory (``links.json`` + eleven arrays)."""
+    """The files that save ``links`` in an index directory (``links.json`` + twelve arrays)."""
     names, arrays = links.to_arrays()
     files = {"links.json": json_to_bytes({"names": names})}
     files.update({f"links_{key}.npy": array_to_bytes(arrays[key]) for key in _ARRAYS})

@@ -190,7 +190,8 @@ class Follower:
                     getattr(owner, "_generation", None),
                 )
                 return False
-            state = {key: value for key, value in vars(fresh).items() if key not in _OWN}
+            kept = (*_OWN, *getattr(owner, "kept_on_switch", ()))
+            state = {key: value for key, value in vars(fresh).items() if key not in kept}
             self.gate.switch(lambda: vars(owner).update(state))
             self.last_error = None
             self.failures = 0
@@ -207,6 +208,8 @@ class Follows:
     """
 
     persist_path: Path | None
+    #: Attributes a switch to another generation keeps (what no saved file holds).
+    kept_on_switch: tuple[str, ...] = ()
     _follower: Follower | None = None
     _generation: str | None = None
 

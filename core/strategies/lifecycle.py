@@ -68,7 +68,7 @@ L = TypeVar("L", bound="IndexLifecycle")
 
 
 class Synced(NamedTuple):
-    """What :meth:`ChunkedIndex.sync` took in: chunks added, removed and changed in place."""
+    """What :meth:`IndexLifecycle.sync` took in: chunks (UMG-RAG: documents) added, removed and changed."""
 
     added: int
     removed: int
@@ -88,7 +88,7 @@ __all__ = [
 
 logger = logging.getLogger("bridge_rag.lifecycle")
 
-#: Seconds a :meth:`ChunkedIndex.sync` waits for another worker's writer lock.
+#: Seconds a :meth:`IndexLifecycle.sync` waits for another worker's writer lock.
 DEFAULT_SYNC_WAIT = 10.0
 
 
@@ -224,10 +224,11 @@ class IndexLifecycle(Follows):
             TypeError: ``doc_ids`` is a single string or holds a non-string.
             ValueError: Without ``filter``, a name that several documents carry (their
                 metadata differ, e.g. two tenants' ``report.pdf``): name one by its id.
-            core.filters.FilterError: A malformed filter.
+            core.filters.FilterError: A malformed filter, or one a query of this index refuses
+                (UMG-RAG over a store: a chunk's own key).
         """
         names = check_doc_ids(doc_ids)
-        flt = parse_filter(filter)
+        flt = self._check_filter(filter)  # what a query with this filter would refuse, a delete refuses
         self._check_writable("delete_documents")
         with self._writing():
             self._hold_writer_lock()
@@ -235,27 +236,85 @@ class IndexLifecycle(Follows):
                 rows = self._table.rows_named(names, flt)
             if not rows:
                 return 0
-            self.store.delete([self._table.ids[r] for r in rows])  # Chroma first: a failure changes nothing
-            with self._changing(), self._lock:
-                self._table.remove_rows(rows)
-                self._forget_rows(rows)
+            self._drop_rows(rows, from_store=True)
             try:
                 self._after_change()
             finally:  # the delete is saved even when the slow work after it is interrupted
                 self._autosave()
         return len(rows)
 
+    def _drop_rows(self, rows: Sequence[int], *, from_store: bool) -> None:
+        """Removes rows from every structure while no query runs: a delete's, and a sync's, removal.
+
+        Args:
+            rows: The rows (sorted).
+            from_store: Delete them from Chroma first, so a failure there changes nothing (a
+                sync over the app's own collection does not: the app deleted or rewrote them).
+        """
+        if from_store:
+            self.store.delete([self._table.ids[r] for r in rows])
+        with self._changing(), self._lock:
+            self._table.remove_rows(rows)
+            self._forget_rows(rows)
+
     def sync(self, *, wait: float = DEFAULT_SYNC_WAIT) -> Synced:
-        """Takes in what the app changed in the Chroma collection itself, behind the index's back.
+        """Takes in what the app added to, changed in or deleted from the Chroma collection itself.
+
+        After the one-line swap an app may keep writing through its own store
+        (``vectorstore.add_documents``, ``add_texts`` over an existing id, ``delete``): call
+        this after such writes. The collection's ids, texts and metadata (not its vectors) are
+        read and compared with the index. What is gone from the collection, or changed there,
+        leaves every structure of the index, as through :meth:`delete_documents` (its old text
+        is in no later save); what is new or changed there is indexed: Bridge-RAG and BubbleRAG
+        index a chunk as stored (not re-embedded), in a document grouped by the rule of
+        :meth:`from_store`; UMG-RAG re-cuts and re-embeds each document whose chunks changed
+        (:mod:`core.strategies.umg.source`). When nothing changed, nothing is written and no
+        writer lock is taken. The index is saved when it has a directory. A sync that takes the
+        writer lock lets it go when it is done (unless this object held it before), so every
+        worker of a deployment may sync: one waits up to ``wait`` seconds for another's sync,
+        then takes in what that one saved.
+
+        Args:
+            wait: Seconds to wait while another worker holds the writer lock.
+
+        Returns:
+            How many chunks (UMG-RAG: documents) were added, removed and changed.
 
         Raises:
-            NotImplementedError: Always here; a strategy whose rows are the collection's own
-                chunks (Bridge-RAG, BubbleRAG) implements it.
+            core.writer_lock.IndexLockedError: Another writer still holds the index directory
+                after ``wait`` seconds (a process that adds or deletes keeps it until closed).
+            NotImplementedError: An index with no collection to follow (UMG-RAG built from
+                documents rather than from a store).
+            ValueError: Chunks added with an embedding function of another dimension.
+        """
+        self._check_writable("sync")
+        self.refresh()  # another worker may have synced and saved already: compare with that
+        first = self._sync_candidates()  # a reader's check: no lock, nothing written
+        if not first:
+            return Synced(0, 0, 0)
+        with self._writing():
+            held = self._holds_writer_lock()
+            self._hold_writer_lock(wait)  # may load what another writer saved meanwhile
+            try:
+                return self._sync_locked(first)
+            finally:
+                if not held:  # the lock was the sync's: another worker may sync next
+                    self.close()
+
+    def _sync_candidates(self) -> list[str]:
+        """What :meth:`sync` may have to take in (empty: nothing changed), read without a lock.
+
+        Raises:
+            NotImplementedError: The strategy has nothing to follow.
         """
         raise NotImplementedError(
-            f"{self.label} indexes units it cut itself, not the collection's chunks, so it cannot "
-            "follow changes made in the collection; add and delete through the retriever, or rebuild"
+            f"{self.label} has no Chroma collection of the app's to follow; add and delete through "
+            "the retriever, or rebuild"
         )
+
+    def _sync_locked(self, candidates: Sequence[str]) -> Synced:
+        """:meth:`sync`'s change, under the writer lock: the candidates checked again, then applied."""
+        raise NotImplementedError  # pragma: no cover
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Saves the index atomically (Chroma keeps the chunks; this saves what is derived).
@@ -264,6 +323,9 @@ class IndexLifecycle(Follows):
         a crash during the save leaves the previous generation loadable. After a delete the
         deleted rows are blanked in every file, and older generations (which still hold
         them) are removed.
+
+        An object that follows ``path`` (it loaded, built or saved the index there) first
+        catches up with what another worker saved there since, so a save never drops it.
 
         Args:
             path: The index directory.
@@ -281,6 +343,10 @@ class IndexLifecycle(Follows):
                 stacklevel=2,
             )
         WriterLock.acquire(path, self)  # one writer per index directory
+        follower = self._follower
+        follows = follower is not None and follower.directory.resolve() == Path(path).resolve()
+        if follower is not None and follows:
+            follower.refresh(force=True)  # another worker saved there since: keep what it wrote
         with self._lock:
             files = {**self._table.to_files(), **self._index_files()}
             meta = {
@@ -300,6 +366,22 @@ class IndexLifecycle(Follows):
                 keep_previous=not self._table.has_dead_rows,
             ).name
             self.persist_path = Path(path)
+        if not follows:
+            self._follow_own_saves(Path(path))
+
+    def _follow_own_saves(self, path: Path) -> None:
+        """Lets an object that built or saved an index catch up with what another worker saves there.
+
+        Such an object follows no generation until it writes again: then, as a loaded one, it
+        first loads what another worker saved since its own save (:meth:`refresh` does it at
+        once), so its next save never drops that worker's change.
+        """
+        cls = type(self)
+
+        def reload(old: IndexLifecycle) -> IndexLifecycle:
+            return cls._load_saved(path, old.store, old.embedder, None, True, old._reload_options())
+
+        self._follow(path, self._generation or "", None, reload)
 
     # ------------------------------------------------------------------ build and load
     @classmethod
@@ -690,55 +772,16 @@ class ChunkedIndex(IndexLifecycle):
         """Indexes chunk rows already in Chroma (unit-normalised embeddings) in the strategy's structures."""
         raise NotImplementedError  # pragma: no cover
 
-    def sync(self, *, wait: float = DEFAULT_SYNC_WAIT) -> Synced:
-        """Takes in what the app added to, changed in or deleted from the Chroma collection itself.
-
-        After the one-line swap an app may keep writing through its own store
-        (``vectorstore.add_documents``, ``add_texts`` over an existing id, ``delete``): call
-        this after such writes. The collection's ids, texts and metadata (not its vectors) are
-        read and compared with the index. A chunk gone from the collection, or changed there,
-        leaves every structure of the index, as through :meth:`delete_documents` (its old text
-        is in no later save); a chunk new or changed in the collection is indexed as stored
-        (not re-embedded), in documents grouped by the rule of :meth:`from_store`. When
-        nothing changed, nothing is written and no writer lock is taken. The index is saved
-        when it has a directory. A sync that takes the writer lock lets it go when it is done
-        (unless this object held it before), so every worker of a deployment may sync: one
-        waits up to ``wait`` seconds for another's sync, then takes in what that one saved.
-
-        Args:
-            wait: Seconds to wait while another worker holds the writer lock.
-
-        Returns:
-            How many chunks were added, removed and changed.
-
-        Raises:
-            core.writer_lock.IndexLockedError: Another writer still holds the index directory
-                after ``wait`` seconds (a process that adds or deletes keeps it until closed).
-            ValueError: Chunks added with an embedding function of another dimension.
-        """
-        self._check_writable("sync")
-        self.refresh()  # another worker may have synced and saved already: compare with that
-        first = self._store_changes()  # a reader's check: no lock, nothing written
-        if not any(first):
-            return Synced(0, 0, 0)
-        with self._writing():
-            held = self._holds_writer_lock()
-            self._hold_writer_lock(wait)  # may load what another writer saved meanwhile
-            try:
-                return self._sync_locked([cid for ids in first for cid in ids])
-            finally:
-                if not held:  # the lock was the sync's: another worker may sync next
-                    self.close()
+    def _sync_candidates(self) -> list[str]:
+        """The chunk ids new to the index, gone from the collection or changed there."""
+        return [cid for ids in self._store_changes() for cid in ids]
 
     def _sync_locked(self, candidates: Sequence[str]) -> Synced:
-        """:meth:`sync`'s change, under the writer lock: the candidates checked again, then applied."""
         new, gone, changed = self._store_changes(candidates)
         with self._lock:
             stale = sorted(self._table.id_to_row[cid] for cid in [*gone, *changed])
         if stale:
-            with self._changing(), self._lock:
-                self._table.remove_rows(stale)
-                self._forget_rows(stale)
+            self._drop_rows(stale, from_store=False)
         try:
             if stale:
                 self._after_change()

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.entities import SENTENCE_OPENERS
+from core.strategies.base import check_same_lengths
 from core.text import heading_text, normalize_entity, split_sentences
 
 __all__ = ["UnitSubjects", "aliases", "lead_subject", "name_variants", "unit_subjects"]
@@ -380,12 +381,9 @@ def unit_subjects(
     Raises:
         ValueError: The sequences differ in length.
     """
-    mismatched_entities = entities is not None and len(entities) != len(texts)
-    if not len(doc_ids) == len(texts) == len(metadatas) or mismatched_entities:
-        raise ValueError(
-            f"{len(doc_ids)} document ids, {len(texts)} texts, {len(metadatas)} metadatas"
-            + ("" if entities is None else f" and {len(entities)} entity lists")
-        )
+    check_same_lengths(
+        ("document ids", doc_ids), ("texts", texts), ("metadatas", metadatas), ("entity lists", entities)
+    )
     corpus = _Corpus(
         lowercase={w for t in texts for w in _LOWER_WORD.findall(t)},
         names={normalize_entity(e) for ents in entities or () for e in ents},

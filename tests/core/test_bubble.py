@@ -540,3 +540,23 @@ def test_wiring_with_a_fake_embedder() -> None:
     res = rag.retrieve("Rosalind Tarkey", k=2)
     assert len(res) == 2
     json.dumps([r.metadata for r in res])  # metadata is plain JSON data
+
+
+def test_evidence_graphs_of_nodes_alone_add_no_empty_triples_document() -> None:
+    """Evidence graphs with no edge have no triples to serialise: no empty document is appended."""
+    from tests.reliability.cases import wiring_embedder
+
+    graph = nx.MultiGraph()
+    graph.add_node("Quillara Works", chunk="d1")
+    graph.add_node("Vorneth engine", chunk="d2")
+    docs = [
+        Document("Quillara Works is a glass factory.", id="d1"),
+        Document("The Vorneth engine is loud.", id="d2"),
+    ]
+    rag = BubbleRAG.from_networkx(graph, embedder=wiring_embedder(), documents=docs, show_progress=False)
+    query = "What is the Quillara Works?"
+    assert rag.evidence_graphs(query)  # evidence was found ...
+    assert all(not g.edges for g in rag.evidence_graphs(query))  # ... of nodes alone
+    results = rag.retrieve(query, k=2, include_triples=True)
+    assert [r.metadata.get("type") for r in results] == [None, None]
+    assert all(r.text for r in results)

@@ -557,6 +557,11 @@ def test_update_errors(tmp_path: Path, fake: type[JournalFake]) -> None:
     _run(corpus, index, fake.name)
     with pytest.raises(CommandError, match=f"holds a {fake.name} index, not bridge"):
         _run(corpus, index, "bridge", update=True)
+    emptied = tmp_path / "emptied"
+    emptied.mkdir()  # every file deleted, or the wrong folder: never read as "delete everything"
+    with pytest.raises(indexing.NoFilesError, match=f"An update never empties an index: .*delete {index}"):
+        _run(emptied, index, None, update=True)
+    assert _stored(index, fake)  # nothing was deleted
     path = index / SOURCES_FILE
     path.write_bytes(path.read_bytes().replace(b'"complete"', b'"building"'))
     with pytest.raises(ValueError, match="checksum does not match"):

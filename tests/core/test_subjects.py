@@ -122,7 +122,7 @@ def test_single_word_leads_need_the_extractor_or_no_lowercase_use() -> None:
 
 
 def test_unit_subjects_checks_lengths() -> None:
-    with pytest.raises(ValueError, match="2 document ids, 1 texts, 1 metadatas"):
+    with pytest.raises(ValueError, match="2 document ids, 1 texts and 1 metadatas"):
         unit_subjects(["a", "b"], ["x"], [{}])
     with pytest.raises(ValueError, match="and 0 entity lists"):
         unit_subjects(["a"], ["x"], [{}], [])

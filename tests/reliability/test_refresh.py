@@ -195,3 +195,16 @@ def test_reader_processes_drop_a_deleted_document_within_the_interval(
         ]
         assert not late, f"a reader returned the deleted document {max(late):.2f} s after the save"
         assert any(gone not in r["docs"] for r in records if r["t"] > saved)
+
+
+def test_the_builder_catches_up_before_it_writes_or_saves_again(case: StrategyCase, tmp_path: Path) -> None:
+    """The builder lets go; another worker writes; the builder's next save or write keeps that."""
+    builder, path, _ = _writer(case, tmp_path)
+    builder.close()
+    other = _reader(case, path, None)
+    other.add_documents([Document("Ilse Marrow founded the guild in the harbour town of Vell.", id="other")])
+    other.close()
+    builder.save(path / case.name)  # an explicit save over the directory it built
+    builder.add_documents([Document("Borin Quell charted the harbour of Vell.", id="mine")])
+    builder.close()
+    assert {"other", "mine"} <= _docs_of(_reader(case, path, None))

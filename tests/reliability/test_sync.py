@@ -3,7 +3,8 @@
 After the one-line swap an app may keep its ingestion workers writing through its own store.
 ``sync()`` takes those writes in: a chunk deleted from the collection leaves every structure
 and, after the save, every file of the index; a chunk added to it is indexed as stored, in a
-document of its own tenant. UMG-RAG, whose windows are cut from the chunks, refuses clearly.
+document of its own tenant. UMG-RAG built from documents has nothing to follow and says so
+(UMG-RAG built over a store follows it: ``test_umg_sync.py``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def test_sync_takes_in_what_the_app_added_and_deleted_in_chroma(
 ) -> None:
     rag = wiring_build(12, persist_directory=tmp_path)
     if case.name == "umg":
-        with pytest.raises(NotImplementedError, match="add and delete through the retriever"):
+        with pytest.raises(NotImplementedError, match="built from documents"):
             rag.sync()
         return
     assert tuple(rag.sync()) == (0, 0, 0)  # nothing changed behind its back

@@ -49,10 +49,7 @@ from core.persist import (
     json_to_bytes,
 )
 from core.store import ChunkStore
-from core.strategies.base import (
-    COMMON_PROVENANCE_KEYS,
-    DEFAULT_MAX_QUERY_CHARS,
-)
+from core.strategies.base import COMMON_PROVENANCE_KEYS
 from core.strategies.bridge.abstracts import AbstractWriter
 from core.strategies.bridge.hierarchy import group_by_meaning, weighted_centroids
 from core.strategies.common import (
@@ -110,6 +107,9 @@ class BridgeConfig(StrategyConfig, ChunkingConfig, HopConfig):
     its :class:`~core.strategies.entity_links.HopConfig` fields
     (``link_hops``, ``hop_seeds``, ...), documented there.
 
+    ``k`` (the default number of results) and ``max_query_chars`` (the longest accepted
+    query) are every strategy's: :class:`~core.strategies.config.StrategyConfig`.
+
     Attributes:
         chunk_size: Largest chunk, in characters (chunks keep whole sentences); None = what
             fits the embedder's input window (:func:`core.embed.window_chars`), so a passage
@@ -121,7 +121,6 @@ class BridgeConfig(StrategyConfig, ChunkingConfig, HopConfig):
             the entity evidence, the walk and the dense prior, depths 1-3 changed no result in
             the top 10 on musique, hotpotqa and 2wiki (the suite's ablation rows), so the
             forest's expansion is kept for ``depth=`` queries and the paper's variant.
-        k: Default number of results.
         max_ngram: Longest query n-gram probed in the filter.
         query_ner: Also run the entity extractor on the query (off by default: the query's
             n-grams already probe every name the extractor would find, and on the three dev
@@ -148,13 +147,11 @@ class BridgeConfig(StrategyConfig, ChunkingConfig, HopConfig):
             to the candidates; None = 2 x k, 0 = none.
         summary_words: Longest abstract summary, in words.
         fingerprint_bits: Fingerprint width of the entity filter (8-16).
-        max_query_chars: Longest accepted query.
     """
 
     abstract_size: int = 5
     branching: int = 4
     depth: int = 0
-    k: int = 4
     max_ngram: int = 4
     query_ner: bool = False
     entity_weight: float = 0.1
@@ -169,7 +166,6 @@ class BridgeConfig(StrategyConfig, ChunkingConfig, HopConfig):
     dense_pool: int | None = None
     summary_words: int = 60
     fingerprint_bits: int = 12
-    max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
 
     def checks(self) -> list[tuple[str, bool]]:
         """Bridge-RAG's range checks."""
@@ -178,7 +174,6 @@ class BridgeConfig(StrategyConfig, ChunkingConfig, HopConfig):
             ("abstract_size must be >= 1", self.abstract_size >= 1),
             ("branching must be >= 2", self.branching >= 2),
             ("depth must be >= 0", self.depth >= 0),
-            ("k must be >= 1", self.k >= 1),
             ("max_ngram must be between 1 and 8", 1 <= self.max_ngram <= 8),
             (
                 "entity_weight must be finite and >= 0",
@@ -197,7 +192,6 @@ class BridgeConfig(StrategyConfig, ChunkingConfig, HopConfig):
             *self.hop_checks(),
             ("summary_words must be >= 5", self.summary_words >= 5),
             ("fingerprint_bits must be between 8 and 16", 8 <= self.fingerprint_bits <= 16),
-            ("max_query_chars must be >= 1", self.max_query_chars >= 1),
         ]
 
 
@@ -892,7 +886,7 @@ class BridgeRAG(ChunkedIndex):
         return matched
 
     def _entity_scores(self, matched: Mapping[str, list[int]]) -> dict[int, float]:
-        n = max(1, len(self._abs_level))
+        n = max(1, self.num_abstracts)  # live ones: a deleted abstract makes no entity commoner
         idf = {m: math.log(1.0 + n / len(ids)) for m, ids in matched.items()}
         total = sum(idf.values())
         scores: dict[int, float] = {}
@@ -928,7 +922,7 @@ class BridgeRAG(ChunkedIndex):
         if not ents:
             return {}
         offsets, ids = self._filter.lookup_many(ents, touch=False)
-        n = max(1, len(self._abs_level))
+        n = max(1, self.num_abstracts)
         ref = math.log(1.0 + n)
         max_df = max(cfg.bridge_max_df, 1)
         top_set = set(top)

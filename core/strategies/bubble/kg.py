@@ -13,6 +13,7 @@ with :meth:`KnowledgeGraph.from_networkx` (the "black-box" case).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -38,6 +39,7 @@ from core.vector_index import DEFAULT_EXACT_BELOW, HEADER_FILE, VectorIndex
 __all__ = ["KnowledgeGraph"]
 
 FloatMatrix = npt.NDArray[np.float32]
+logger = logging.getLogger("bridge_rag.bubble")
 _NO_CHUNK = -1
 _COMPOSED_KINDS = frozenset({"cooccurrence", "title"})
 
@@ -46,9 +48,15 @@ class KnowledgeGraph:
     """Nodes, edges, their texts, vectors and source chunks, over a C++ CSR graph.
 
     Attributes:
-        node_names: Display name of each node (its first mention).
+        node_names: Display name of each node: its spelling in the mention that created it,
+            until that mention's chunk is deleted (then one from a live edge, else its
+            normalised key).
         node_chunks: Chunk rows that mention each node.
         edge_head, edge_tail: Node ids of each edge.
+        edge_head_name, edge_tail_name: How the edge's own chunk spells its two ends (nodes are
+            merged by normalised name; an edge's text always spells them as its chunk does,
+            so what a filtered query returns is spelt by the rows it allows). None where the
+            spelling is unknown (an index saved before edges kept it): the node's name.
         edge_relation: Relation words of each edge.
         edge_kind: How each edge was found (``svo``, ``cooccurrence``, ``llm``, ``title``, ``graph``).
         edge_chunk: Source chunk row of each edge (-1: none).
@@ -63,8 +71,12 @@ class KnowledgeGraph:
         self.node_names: list[str] = []
         self.node_chunks: list[list[int]] = []
         self._node_index: dict[str, int] = {}
+        self._name_chunk: list[int] = []  # node -> the chunk row its display name is spelt from (-1: none)
+        self._stale_names: set[int] = set()  # nodes renamed by a delete, their vectors not yet re-embedded
         self.edge_head: list[int] = []
         self.edge_tail: list[int] = []
+        self.edge_head_name: list[str | None] = []
+        self.edge_tail_name: list[str | None] = []
         self.edge_relation: list[str] = []
         self.edge_kind: list[str] = []
         self.edge_chunk: list[int] = []
@@ -95,6 +107,11 @@ class KnowledgeGraph:
         return len(self.node_names)
 
     @property
+    def has_stale_names(self) -> bool:
+        """Whether a delete renamed nodes whose vectors :meth:`embed_missing` has not yet redone."""
+        return bool(self._stale_names)
+
+    @property
     def num_edges(self) -> int:
         """Live edges."""
         return int(sum(self.edge_alive))
@@ -104,8 +121,9 @@ class KnowledgeGraph:
         return self._node_index.get(normalize_entity(name))
 
     def edge_text(self, edge: int) -> str:
-        """``"head relation tail"`` of an edge."""
-        head, tail = self.node_names[self.edge_head[edge]], self.node_names[self.edge_tail[edge]]
+        """``"head relation tail"`` of an edge, its ends spelt as the edge's own chunk spells them."""
+        head = self.edge_head_name[edge] or self.node_names[self.edge_head[edge]]
+        tail = self.edge_tail_name[edge] or self.node_names[self.edge_tail[edge]]
         return " ".join(p for p in (head, self.edge_relation[edge], tail) if p)
 
     @property
@@ -265,6 +283,7 @@ class KnowledgeGraph:
                 node = len(self.node_names)
                 self._node_index[key] = node
                 self.node_names.append(" ".join(name.split()))
+                self._name_chunk.append(chunk)
                 self.node_chunks.append([])
                 self._changed()
                 self._mention_version += 1
@@ -285,17 +304,31 @@ class KnowledgeGraph:
                 head, tail = self.add_node(t.head, chunk), self.add_node(t.tail, chunk)
                 if head is None or tail is None or head == tail:
                     continue
-                self.edge_head.append(head)
-                self.edge_tail.append(tail)
-                self.edge_relation.append(" ".join(t.relation.split()))
-                self.edge_kind.append(t.kind)
-                self.edge_chunk.append(chunk)
-                self.edge_alive.append(True)
+                spelt = (self._spelling(t.head, head), self._spelling(t.tail, tail))
+                self._add_edge(head, tail, spelt, t.relation, t.kind, chunk)
                 added += 1
             if added:
                 self._changed()
                 self._mention_version += 1
         return added
+
+    def _spelling(self, name: str, node: int) -> str:
+        """``name`` as an edge end (whitespace collapsed; the node's own string when equal)."""
+        spelt = " ".join(name.split())
+        return self.node_names[node] if spelt == self.node_names[node] else spelt
+
+    def _add_edge(
+        self, head: int, tail: int, spelt: tuple[str, str], relation: str, kind: str, chunk: int
+    ) -> None:
+        """Appends a live edge to every per-edge list (``spelt``: how its chunk spells its ends)."""
+        self.edge_head.append(head)
+        self.edge_tail.append(tail)
+        self.edge_head_name.append(spelt[0])
+        self.edge_tail_name.append(spelt[1])
+        self.edge_relation.append(" ".join(relation.split()))
+        self.edge_kind.append(kind)
+        self.edge_chunk.append(chunk)
+        self.edge_alive.append(True)
 
     def remove_chunks(self, chunks: Iterable[int]) -> int:
         """Drops the edges and mentions of deleted chunks.
@@ -317,35 +350,78 @@ class KnowledgeGraph:
                 if any(r in gone for r in rows):
                     self.node_chunks[n] = [r for r in rows if r not in gone]
                     touched.append(n)
-            self._forget(dead_edges, touched)
+            self._forget(dead_edges, touched, gone)
             self._changed()
             self._mention_version += 1
         return removed
 
-    def _forget(self, dead_edges: list[int], touched: list[int]) -> None:
+    def _forget(self, dead_edges: list[int], touched: list[int], gone: set[int]) -> None:
         """Blanks what deleted chunks alone held.
 
-        Dead edges lose their relation and vector; nodes no live chunk or edge keeps lose their
-        name and vector; the anchor indexes (which hold vectors) are rebuilt over the live rows
-        on next use. Node and edge numbers stay.
+        Dead edges lose their relation, their ends' spellings and their vector; nodes no live
+        chunk or edge keeps lose their name and vector; a node kept whose name was spelt by a
+        deleted chunk is renamed (:meth:`_rename`). The anchor indexes (which hold vectors) are
+        rebuilt over the live rows on next use. Node and edge numbers stay.
         """
         ends = {n for e, a in enumerate(self.edge_alive) if a for n in (self.edge_head[e], self.edge_tail[e])}
         orphans = [n for n in touched if not self.node_chunks[n] and n not in ends and self.node_names[n]]
-        if not dead_edges and not orphans:
+        renamed = [
+            n
+            for n in {
+                *touched,
+                *(self.edge_head[e] for e in dead_edges),
+                *(self.edge_tail[e] for e in dead_edges),
+            }
+            if self._name_chunk[n] in gone and n not in orphans and self.node_names[n]
+        ]
+        if not dead_edges and not orphans and not renamed:
             return
         for e in dead_edges:
-            self.edge_relation[e] = ""
+            self.edge_relation[e] = self.edge_head_name[e] = self.edge_tail_name[e] = ""
+        self._rename(sorted(renamed))
         edge_matrix = np.array(self.edge_matrix, dtype=np.float32, copy=True)
         edge_matrix[dead_edges] = 0.0
         node_matrix = np.array(self.node_matrix, dtype=np.float32, copy=True)
+        keys = self._node_keys() if orphans else []
         for n in orphans:
-            key = normalize_entity(self.node_names[n])
-            if self._node_index.get(key) == n:
+            key = keys[n]  # a renamed node's name need not normalise to its key
+            if key and self._node_index.get(key) == n:
                 del self._node_index[key]
             self.node_names[n] = ""
+            self._name_chunk[n] = _NO_CHUNK
         node_matrix[orphans] = 0.0
+        stale = sorted(n for n in self._stale_names if n < node_matrix.shape[0])
+        node_matrix[stale] = 0.0  # re-embedded under the new name (embed_missing)
         self.node_matrix, self.edge_matrix = node_matrix, edge_matrix
         self._anchor_indexes = None
+
+    def _rename(self, nodes: list[int]) -> None:
+        """Names each node as a live edge's chunk spells it, else by its normalised key.
+
+        For nodes kept after a delete whose display name the deleted chunk spelt (another
+        tenant's spelling, a deleted document's): the name, saved and embedded, is then spelt
+        by a live chunk. An edge whose spelling is unknown (None) follows the new name.
+        """
+        if not nodes:
+            return
+        wanted = set(nodes)
+        found: dict[int, tuple[str, int]] = {}
+        for e, ok in enumerate(self.edge_alive):
+            if not ok:
+                continue
+            for node, name in (  # a known spelling (None: unknown, it follows the node's name)
+                (self.edge_head[e], self.edge_head_name[e]),
+                (self.edge_tail[e], self.edge_tail_name[e]),
+            ):
+                if node in wanted and node not in found and name:
+                    found[node] = (name, self.edge_chunk[e])
+        keys = self._node_keys()
+        for n in nodes:
+            old = self.node_names[n]
+            name, chunk = found.get(n, (keys[n] or normalize_entity(old), _NO_CHUNK))
+            self.node_names[n], self._name_chunk[n] = str(name), chunk
+            if name != old:
+                self._stale_names.add(n)
 
     def embed_missing(self, embedder: Embedder, *, show_progress: bool = False) -> int:
         """Embeds the nodes and edges added since the last call (duplicate texts once).
@@ -362,9 +438,14 @@ class KnowledgeGraph:
         with self._lock:
             first_edge = self.edge_matrix.shape[0]
             new_nodes = self.node_names[self.node_matrix.shape[0] :]
+            renamed = sorted(
+                n for n in self._stale_names if n < self.node_matrix.shape[0] and self.node_names[n]
+            )
             new_edges = range(first_edge, len(self.edge_head))
             texts = {e: self.edge_text(e) for e in new_edges if self.edge_kind[e] not in _COMPOSED_KINDS}
-            unique = list(dict.fromkeys([*new_nodes, *texts.values()]))
+            unique = list(
+                dict.fromkeys([*new_nodes, *(self.node_names[n] for n in renamed), *texts.values()])
+            )
             if unique:
                 vectors = normalise_rows(
                     embed_in_batches(embedder, unique, show_progress=show_progress, desc="embedding graph")
@@ -373,7 +454,12 @@ class KnowledgeGraph:
                 vectors = np.zeros((0, self.dimension), dtype=np.float32)
             row = {text: i for i, text in enumerate(unique)}
             nodes = vectors[[row[t] for t in new_nodes]] if new_nodes else vectors[:0]
-            self.node_matrix = np.ascontiguousarray(np.vstack([self.node_matrix, nodes]), dtype=np.float32)
+            matrix = np.vstack([self.node_matrix, nodes])  # a new array: readers keep the old one
+            if renamed:
+                matrix[renamed] = vectors[[row[self.node_names[n]] for n in renamed]]
+                self._anchor_indexes = None  # the renamed nodes' rows changed
+            self._stale_names.clear()
+            self.node_matrix = np.ascontiguousarray(matrix, dtype=np.float32)
             edges = np.zeros((len(new_edges), self.dimension), dtype=np.float32)
             for i, e in enumerate(new_edges):
                 if e in texts:
@@ -467,12 +553,10 @@ class KnowledgeGraph:
             chunk = edge_chunk(u, v, attrs) if edge_chunk is not None else None
             if ids[u] == ids[v]:
                 continue
-            kg.edge_head.append(ids[u])
-            kg.edge_tail.append(ids[v])
-            kg.edge_relation.append(" ".join(str(relation).split()))
-            kg.edge_kind.append("graph")
-            kg.edge_chunk.append(_NO_CHUNK if chunk is None else int(chunk))
-            kg.edge_alive.append(True)
+            spelt = (kg.node_names[ids[u]], kg.node_names[ids[v]])
+            kg._add_edge(
+                ids[u], ids[v], spelt, str(relation), "graph", _NO_CHUNK if chunk is None else int(chunk)
+            )
         kg._changed()
         return kg
 
@@ -486,12 +570,16 @@ class KnowledgeGraph:
             flat = np.asarray([r for rows in self.node_chunks for r in rows], dtype=np.int64)
             return {
                 f"{prefix}graph.bin": self.graph.to_bytes(),
-                f"{prefix}nodes.json": json_to_bytes({"names": self.node_names}),
+                f"{prefix}nodes.json": json_to_bytes({"names": self.node_names, "keys": self._node_keys()}),
+                f"{prefix}stale_names.npy": array_to_bytes(
+                    np.asarray(sorted(self._stale_names), dtype=np.int64)
+                ),
                 f"{prefix}node_chunk_offsets.npy": array_to_bytes(chunk_offsets),
                 f"{prefix}node_chunks.npy": array_to_bytes(flat),
                 f"{prefix}edges.json": json_to_bytes(
-                    {"relation": self.edge_relation, "kind": self.edge_kind}
+                    {"relation": self.edge_relation, "kind": self.edge_kind, **self._end_names()}
                 ),
+                f"{prefix}name_chunk.npy": array_to_bytes(np.asarray(self._name_chunk, dtype=np.int64)),
                 f"{prefix}edge_ends.npy": array_to_bytes(
                     np.asarray([self.edge_head, self.edge_tail], dtype=np.int64).reshape(2, -1)
                 ),
@@ -506,6 +594,27 @@ class KnowledgeGraph:
                 **edges_index.to_files(f"{prefix}anchor_edges."),
             }
 
+    def _node_keys(self) -> list[str]:
+        """Each node's normalised key ("" for none): a renamed node's name need not normalise to it."""
+        keys = [""] * len(self.node_names)
+        for key, node in self._node_index.items():
+            keys[node] = key
+        return keys
+
+    def _end_names(self) -> dict[str, list[str]]:
+        """Each edge's spellings of its ends, "" where it is the node's name (saved compactly)."""
+        names = self.node_names
+        return {
+            "head_name": [
+                "" if n is None or n == names[h] else n
+                for h, n in zip(self.edge_head, self.edge_head_name, strict=True)
+            ],
+            "tail_name": [
+                "" if n is None or n == names[t] else n
+                for t, n in zip(self.edge_tail, self.edge_tail_name, strict=True)
+            ],
+        }
+
     @classmethod
     def from_files(cls, files: Mapping[str, FileData], dimension: int, prefix: str = "kg.") -> KnowledgeGraph:
         """Reads what :meth:`to_files` wrote, checking every size against the others.
@@ -515,12 +624,30 @@ class KnowledgeGraph:
         """
         try:
             graph = Graph.from_bytes(files[f"{prefix}graph.bin"])
-            names = [str(x) for x in json_from_bytes(files[f"{prefix}nodes.json"])["names"]]
+            nodes = json_from_bytes(files[f"{prefix}nodes.json"])
+            names = [str(x) for x in nodes["names"]]
+            # saved before the keys were: each node's key is its name's
+            keys = (
+                [str(x) for x in nodes["keys"]] if "keys" in nodes else [normalize_entity(x) for x in names]
+            )
+            stale = (
+                array_from_bytes(files[f"{prefix}stale_names.npy"], dtype=np.int64, ndim=1)
+                if f"{prefix}stale_names.npy" in files
+                else np.zeros(0, dtype=np.int64)
+            )
             offsets = array_from_bytes(files[f"{prefix}node_chunk_offsets.npy"], dtype=np.int64, ndim=1)
             flat = array_from_bytes(files[f"{prefix}node_chunks.npy"], dtype=np.int64, ndim=1)
             edges = json_from_bytes(files[f"{prefix}edges.json"])
             relation = [str(x) for x in edges["relation"]]
             kind = [str(x) for x in edges["kind"]]
+            # saved before edges spelt their own ends: each end as its node
+            head_name = [str(x) for x in edges.get("head_name", [""] * len(relation))]
+            tail_name = [str(x) for x in edges.get("tail_name", [""] * len(relation))]
+            name_chunk = (
+                array_from_bytes(files[f"{prefix}name_chunk.npy"], dtype=np.int64, ndim=1)
+                if f"{prefix}name_chunk.npy" in files
+                else None  # saved before: a node's name is its first mention's (below)
+            )
             ends = array_from_bytes(files[f"{prefix}edge_ends.npy"], dtype=np.int64, ndim=2)
             chunk = array_from_bytes(files[f"{prefix}edge_chunk.npy"], dtype=np.int64, ndim=1)
             alive = array_from_bytes(files[f"{prefix}edge_alive.npy"], dtype=np.uint8, ndim=1)
@@ -537,6 +664,12 @@ class KnowledgeGraph:
             and bool(np.all(np.diff(offsets) >= 0))
             and offsets[-1] == flat.size
             and len(kind) == e
+            and len(head_name) == e
+            and len(tail_name) == e
+            and (name_chunk is None or name_chunk.shape == (n,))
+            and len(keys) == n
+            and (stale.size == 0 or (int(stale.min()) >= 0 and int(stale.max()) < n))
+            and (name_chunk is None or n == 0 or int(name_chunk.min()) >= _NO_CHUNK)
             and ends.shape == (2, e)
             and chunk.shape == (e,)
             and alive.shape == (e,)
@@ -558,10 +691,30 @@ class KnowledgeGraph:
         kg = cls(dimension)
         kg.node_names = names
         kg._node_index = {}
-        for i, name in enumerate(names):
-            kg._node_index.setdefault(normalize_entity(name), i)
+        for i, key in enumerate(keys):
+            if key and names[i]:
+                kg._node_index.setdefault(key, i)
+        kg._stale_names = set(stale.tolist())
         kg.node_chunks = [flat[offsets[i] : offsets[i + 1]].tolist() for i in range(n)]
         kg.edge_head, kg.edge_tail = ends[0].tolist(), ends[1].tolist()
+        known = "head_name" in edges  # saved before: every spelling unknown (None: the node's name)
+        kg.edge_head_name = [
+            (x or names[h]) if known else None for x, h in zip(head_name, kg.edge_head, strict=True)
+        ]
+        kg.edge_tail_name = [
+            (x or names[t]) if known else None for x, t in zip(tail_name, kg.edge_tail, strict=True)
+        ]
+        kg._name_chunk = (
+            name_chunk.tolist()
+            if name_chunk is not None
+            else [rows[0] if rows else _NO_CHUNK for rows in kg.node_chunks]
+        )
+        if not known and e:
+            logger.warning(
+                "bridge-rag: this BubbleRAG index was saved before each graph edge kept its own chunk's "
+                "spelling of the names it joins: a filtered query may spell a name as another tenant's "
+                "rows do until the index is rebuilt"
+            )
         kg.edge_relation, kg.edge_kind = relation, kind
         kg.edge_chunk = chunk.tolist()
         kg.edge_alive = alive.astype(bool).tolist()

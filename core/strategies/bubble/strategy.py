@@ -51,7 +51,6 @@ from core.persist import FileData, array_to_bytes, array_view, json_from_bytes, 
 from core.store import ChunkStore
 from core.strategies.base import (
     COMMON_PROVENANCE_KEYS,
-    DEFAULT_MAX_QUERY_CHARS,
     check_query,
 )
 from core.strategies.bubble.blas import single_threaded_blas
@@ -103,11 +102,13 @@ class BubbleConfig(StrategyConfig, ChunkingConfig, HopConfig):
     its :class:`~core.strategies.entity_links.HopConfig` fields
     (``link_hops``, ``hop_seeds``, ...), documented there.
 
+    ``k`` (the default number of results) and ``max_query_chars`` (the longest accepted
+    query) are every strategy's: :class:`~core.strategies.config.StrategyConfig`.
+
     Attributes:
         chunk_size: Largest chunk, in characters (chunks keep whole sentences); None = what
             fits the embedder's input window (:func:`core.embed.window_chars`).
         chunk_overlap: Characters of trailing sentences repeated in the next chunk.
-        k: Default number of results.
         cooccurrence: Link the named entities of each sentence (besides SVO triples).
         title_edges: Link a chunk's ``metadata["title"]`` to the names in its triples.
         max_concepts: Most query concepts besides the whole query.
@@ -130,10 +131,8 @@ class BubbleConfig(StrategyConfig, ChunkingConfig, HopConfig):
         llm_depth: Rounds of LLM frontier expansion (only with an LLM).
         llm_frontier: Frontier facts shown to the LLM per round.
         llm_time_budget_s: Time budget of the LLM expansion per query.
-        max_query_chars: Longest accepted query.
     """
 
-    k: int = 4
     cooccurrence: bool = True
     title_edges: bool = True
     max_concepts: int = 6
@@ -153,7 +152,6 @@ class BubbleConfig(StrategyConfig, ChunkingConfig, HopConfig):
     llm_depth: int = 2
     llm_frontier: int = 15
     llm_time_budget_s: float = 20.0
-    max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
 
     finite_floats: ClassVar[bool] = True
 
@@ -161,7 +159,6 @@ class BubbleConfig(StrategyConfig, ChunkingConfig, HopConfig):
         """BubbleRAG's range checks."""
         return [
             *self.chunking_checks(),
-            ("k must be >= 1", self.k >= 1),
             ("max_concepts must be >= 0", self.max_concepts >= 0),
             ("anchors must be >= 1", self.anchors >= 1),
             ("min_anchor_similarity must be in [-1, 1]", -1.0 <= self.min_anchor_similarity <= 1.0),
@@ -188,7 +185,6 @@ class BubbleConfig(StrategyConfig, ChunkingConfig, HopConfig):
             ("dense_pool must be >= 0", self.dense_pool >= 0),
             ("llm_depth and llm_frontier must be >= 0", self.llm_depth >= 0 and self.llm_frontier >= 0),
             *self.hop_checks(),
-            ("max_query_chars must be >= 1", self.max_query_chars >= 1),
         ]
 
 
@@ -398,6 +394,11 @@ class BubbleRAG(ChunkedIndex):
         self._links = self._links.without_units(~self._table.alive)
         self._count()
 
+    def _after_change(self) -> None:
+        """Graph nodes a delete renamed are embedded under their new names (a few model calls)."""
+        if self.kg.has_stale_names:
+            self.kg.embed_missing(self.embedder)
+
     def _require_store(self, what: str) -> ChunkStore:
         if self.store is None:
             raise ValueError(f"{what} needs a Chroma store; this index was built from a graph alone")
@@ -420,7 +421,7 @@ class BubbleRAG(ChunkedIndex):
             query: The question.
             k: Number of chunks (default ``config.k``).
             include_triples: Also return the serialised triples of the kept evidence graphs
-                as one extra result (``metadata["type"] == "evidence_graph"``).
+                as one extra result (``metadata["type"] == "evidence_graph"``), when they hold any.
             filter: A metadata filter in Chroma's ``where`` syntax (:mod:`core.filters`) over
                 the chunks: only nodes mentioned by a chunk that passes it and edges from
                 such chunks take part (anchors, bubble expansion, LLM expansion), and only
@@ -500,9 +501,8 @@ class BubbleRAG(ChunkedIndex):
             out = self._rank_chunks(text, qv, k, concepts, cegs, fallback, live)
         else:
             out = [self._ceg_result(i, c, concepts) for i, c in enumerate(cegs[:k])]
-        if include_triples and cegs:
-            out.append(self._evidence_result(cegs, concepts))
-        return out
+        evidence = self._evidence_result(cegs, concepts) if include_triples else None
+        return out if evidence is None else [*out, evidence]
 
     @follows_writer
     def evidence_graphs(
@@ -900,8 +900,11 @@ class BubbleRAG(ChunkedIndex):
             },
         )
 
-    def _evidence_result(self, cegs: list[EvidenceGraph], concepts: list[Concept]) -> Retrieved:
+    def _evidence_result(self, cegs: list[EvidenceGraph], concepts: list[Concept]) -> Retrieved | None:
+        """The kept evidence graphs' triples as one result; None when they hold none (nodes alone)."""
         lines = list(dict.fromkeys(t for c in cegs for t in self._ceg_triples(c)))
+        if not lines:
+            return None
         return Retrieved(
             id="bubble::evidence",
             text="\n".join(lines),

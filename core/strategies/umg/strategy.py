@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -44,10 +45,7 @@ from core.persist import (
     json_to_bytes,
 )
 from core.store import ChunkStore
-from core.strategies.base import (
-    COMMON_PROVENANCE_KEYS,
-    DEFAULT_MAX_QUERY_CHARS,
-)
+from core.strategies.base import COMMON_PROVENANCE_KEYS
 from core.strategies.common import (
     CHUNK_KEYS,
     DOC_ID_KEY,
@@ -63,9 +61,10 @@ from core.strategies.common import (
 from core.strategies.config import StrategyConfig
 from core.strategies.entity_links import HopConfig, links_files, links_from_files
 from core.strategies.follow import follows_writer
-from core.strategies.lifecycle import IndexLifecycle
+from core.strategies.lifecycle import IndexLifecycle, Synced
 from core.strategies.subjects import unit_subjects
 from core.strategies.table import ChunkRows, ChunkTable, check_new_documents
+from core.strategies.umg.source import SourceChanges, document_signature, source_changes, source_documents
 from core.strategies.umg.sparse import BM25Expert, SpladeExpert
 from core.strategies.umg.uncertainty import entropy_confidence, minmax_normalize, standardize
 from core.strategies.umg.units import UnitTable, build_units
@@ -86,9 +85,11 @@ class UMGConfig(StrategyConfig, HopConfig):
     its :class:`~core.strategies.entity_links.HopConfig` fields
     (``link_hops``, ``hop_seeds``, ...), documented there.
 
+    ``k`` (the default number of results) and ``max_query_chars`` (the longest accepted
+    query) are every strategy's: :class:`~core.strategies.config.StrategyConfig`.
+
     Attributes:
         granularities: Window sizes, in sentences.
-        k: Default number of results.
         candidates: N, the length of each expert-granularity list.
         temperature: Softmax temperature of the confidence, applied to the list's z-scores
             (:func:`core.strategies.umg.uncertainty.standardize`), so one value suits every expert.
@@ -99,11 +100,9 @@ class UMGConfig(StrategyConfig, HopConfig):
         bridge_granularity: The granularity of the bridging expert's units (its list ranks
             these windows).
         bridge_weight: Multiplies the bridging expert's entropy confidence in the fusion.
-        max_query_chars: Longest accepted query.
     """
 
     granularities: tuple[int, ...] = (2, 4, 8, 16, 32)
-    k: int = 4
     candidates: int = 50
     temperature: float = 1.0
     parent_promotion: bool = False
@@ -112,7 +111,6 @@ class UMGConfig(StrategyConfig, HopConfig):
     promotion_pool: int = 10
     bridge_granularity: int = 8
     bridge_weight: float = 8.0
-    max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
 
     def checks(self) -> list[tuple[str, bool]]:
         """UMG-RAG's range checks."""
@@ -122,7 +120,6 @@ class UMGConfig(StrategyConfig, HopConfig):
                 "granularities must be distinct positive ints",
                 bool(gs) and len(set(gs)) == len(gs) and min(gs) >= 1,
             ),
-            ("k must be >= 1", self.k >= 1),
             ("candidates must be >= 1", self.candidates >= 1),
             ("temperature must be a positive finite number", 0 < self.temperature < float("inf")),
             ("parent_granularity must be one of the granularities", self.parent_granularity in gs),
@@ -133,7 +130,6 @@ class UMGConfig(StrategyConfig, HopConfig):
                 math.isfinite(self.bridge_weight) and self.bridge_weight >= 0,
             ),
             *self.hop_checks(),
-            ("max_query_chars must be >= 1", self.max_query_chars >= 1),
         ]
 
 
@@ -180,6 +176,9 @@ class UMGRAG(IndexLifecycle):
         "promoted",
     }
 
+    #: The collection the index follows: a units_store of the app's own does not name it.
+    kept_on_switch = ("_source",)
+
     def __init__(
         self,
         store: ChunkStore,
@@ -200,6 +199,9 @@ class UMGRAG(IndexLifecycle):
         self._link_rows: list[int] = []  # link unit -> table row
         self._link_of_row: dict[int, int] = {}
         self._from_store = False  # windows re-cut from a store's chunks (see _check_filter)
+        self._source: ChunkStore | None = None  # that store (None: look it up when a sync needs it)
+        # the signature of each document taken from that store (None: not built from one)
+        self._signatures: dict[str, str] | None = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -261,6 +263,9 @@ class UMGRAG(IndexLifecycle):
                 windows and for queries.
             units_store: Where the windows go (an empty collection); default the collection
                 ``<name>_umg`` of the same Chroma client, replaced when an earlier build left it.
+                The index follows ``store`` (:meth:`sync`) after a load only in that default
+                collection, which names the collection beside which it was made; with your
+                own, ``sync()`` works in the process that built it.
             config: Settings; keyword overrides apply on top.
             show_progress: Show progress bars.
             **options: The models (``splade``, ...) and :class:`UMGConfig` fields.
@@ -302,8 +307,86 @@ class UMGRAG(IndexLifecycle):
             rag = cls.from_documents(
                 docs, embedder=emb, store=target, config=config, show_progress=show_progress, **options
             )
-        rag._from_store = True
+        rag._from_store, rag._source = True, store
+        rag._signatures = {doc.id or "": document_signature(doc) for doc in docs}
+        rag._autosave()  # a build into a directory saved before it knew what it follows
         return rag
+
+    # ------------------------------------------------------------------ following the store
+    def _source_store(self) -> ChunkStore:
+        if not self._from_store:
+            raise NotImplementedError(
+                "this UMG-RAG index was built from documents, not from a Chroma collection of the app's, "
+                "so it has nothing to follow; add and delete through the retriever"
+            )
+        if self._signatures is None:
+            raise NotImplementedError(
+                "this UMG-RAG index was saved before bridge-rag followed the collection it was built "
+                "from; rebuild it once (from_store / from_vectorstore) and sync() follows it from then on"
+            )
+        if self._source is None:
+            try:
+                self._source = self.store.made_beside()
+            except ValueError as err:
+                raise ValueError(
+                    f"{err}; a UMG-RAG index follows the collection it was built from only when its "
+                    "windows are in the collection bridge-rag made beside it (no units_store=)"
+                ) from err
+        return self._source
+
+    def _sync_candidates(self) -> list[str]:
+        """The documents of the collection that are new, gone or changed, re-cut whole on a sync.
+
+        UMG-RAG's windows span chunks, so it follows the collection a document at a time
+        (:mod:`core.strategies.umg.source`): a document any of whose chunks was added, changed
+        or deleted there is cut into windows and embedded anew; :meth:`sync` counts documents.
+        A document deleted through the retriever but still in the collection comes back at
+        the next sync: delete it from the collection to delete it for good.
+        """
+        changes, taken = self._source_changes()
+        if taken:
+            warnings.warn(
+                f"the collection's document(s) {', '.join(map(repr, taken[:5]))} have the id of a "
+                "document added through the retriever, so sync() leaves them out; delete the "
+                "retriever's with delete_documents([...]) or rename one of them",
+                stacklevel=4,
+            )
+        return changes.names
+
+    def _source_changes(self) -> tuple[SourceChanges, list[str]]:
+        """The collection's changes, less a new document whose id one added through the retriever has.
+
+        Such a document is left out (and named, second) at every sync until one of the two is
+        renamed or deleted: the retriever's is never replaced, and the rest still syncs.
+        """
+        changes = source_changes(self._signatures or {}, source_documents(self._source_store()))
+        with self._lock:
+            taken = sorted(d.id or "" for d in changes.new if (d.id or "") in self._table.doc_rows)
+        if not taken:
+            return changes, []
+        left_out = set(taken)
+        new = [d for d in changes.new if (d.id or "") not in left_out]
+        return SourceChanges(new, changes.gone, changes.changed), taken
+
+    def _sync_locked(self, candidates: Sequence[str]) -> Synced:
+        changes, _ = self._source_changes()  # again, under the lock: another worker may have synced
+        stale = [*changes.gone, *(doc.id or "" for doc in changes.changed)]
+        with self._lock:
+            rows = sorted({r for name in stale for r in self._table.doc_rows.get(name, [])})
+        try:
+            if rows:
+                self._drop_rows(rows, from_store=True)  # the windows are UMG's own: they leave Chroma
+            signatures = self._signatures if self._signatures is not None else {}
+            for name in stale:
+                signatures.pop(name, None)
+            added = [*changes.new, *changes.changed]
+            if added:
+                self._index_documents(added, first_build=False)
+                signatures.update({doc.id or "": document_signature(doc) for doc in added})
+        finally:
+            if changes:  # what was removed is saved even if the rest failed
+                self._autosave()
+        return Synced(len(changes.new), len(changes.gone), len(changes.changed))
 
     # ------------------------------------------------------------------ updates
     def _index_documents(self, docs: list[Document], *, first_build: bool = False) -> list[str]:
@@ -490,6 +573,9 @@ class UMGRAG(IndexLifecycle):
             self.splade.matrix.eliminate_zeros()
         if self._link_rows:
             self._links = self._links.without_units(~alive[np.asarray(self._link_rows, dtype=np.int64)])
+        if self._signatures is not None:  # a deleted document's name leaves every file
+            doc_rows = self._table.doc_rows
+            self._signatures = {name: sig for name, sig in self._signatures.items() if name in doc_rows}
 
     # ------------------------------------------------------------------ query
     @follows_writer
@@ -787,6 +873,8 @@ class UMGRAG(IndexLifecycle):
             "link_rows.npy": array_to_bytes(np.asarray(self._link_rows, dtype=np.int64)),
             **links_files(self._links),
         }
+        if self._signatures is not None:
+            files["source_signatures.json"] = json_to_bytes(self._signatures)
         for g, (expert, units) in self._bm25.items():
             for name, blob in expert.to_files().items():
                 files[f"bm25_g{g}.{name}"] = blob
@@ -872,6 +960,17 @@ class UMGRAG(IndexLifecycle):
         self._links = links
         self._link_rows = link_rows
         self._link_of_row = {r: i for i, r in enumerate(link_rows)}
+        self._signatures = _signatures(files)
+
+
+def _signatures(files: Mapping[str, FileData]) -> dict[str, str] | None:
+    """The source documents' signatures of a saved index (None: an index without them)."""
+    if "source_signatures.json" not in files:
+        return None
+    data = json_from_bytes(files["source_signatures.json"])
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise ValueError("the index's source_signatures.json is malformed; rebuild the index")
+    return {str(name): sig for name, sig in data.items()}
 
 
 def _as_splade(value: SpladeExpert | str | os.PathLike[str] | bool | None) -> SpladeExpert | None:

@@ -1,0 +1,259 @@
+"""UMG-RAG's ``sync``: the windows it cut from the app's collection follow the app's own writes.
+
+UMG-RAG re-cuts a collection's chunks into sentence windows of whole documents, so a sync
+re-cuts every document whose chunks the app added, changed or deleted: what the app deleted
+leaves the windows, the side collection and every file of the index, and a tenant's new
+chunk never joins another tenant's document.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.entities import RuleBasedEntityExtractor
+from core.store import ChunkStore
+from core.strategies.umg import UMGRAG
+from tests.core.conftest import unique_name
+from tests.reliability.cases import wiring_embedder
+from tests.reliability.test_deleted_data import NAMES, SECRET_TEXT, _leftovers, _windows
+from tests.reliability.test_sync import QUESTION, _app_adds
+
+GUILD = [
+    "Arvel Dalmor founded the Quellmoor Guild in 1801. The guild met in Marsh End.",
+    "The Quellmoor Guild trades salt in Marsh End. Its ships sail each spring.",
+]
+
+
+#: Small windows for small test documents.
+SMALL: dict[str, Any] = {
+    "granularities": (2, 4, 8),
+    "parent_granularity": 4,
+    "bridge_granularity": 4,
+    "show_progress": False,
+}
+
+
+def _umg(store: ChunkStore, **settings: Any) -> UMGRAG:
+    return UMGRAG.from_store(
+        store, embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor(), **SMALL, **settings
+    )
+
+
+def _guild_store(name: str) -> ChunkStore:
+    store = ChunkStore.ephemeral(unique_name(name))
+    _app_adds(
+        store, ["g-1", "g-2"], GUILD, [{"source": "guild.md", "start_index": 0}, {"source": "guild.md"}]
+    )
+    return store
+
+
+def _texts(rag: UMGRAG, query: str, **options: Any) -> str:
+    return " ".join(r.text for r in rag.retrieve(query, k=50, **options))
+
+
+def test_umg_follows_what_the_app_adds_changes_and_deletes(tmp_path: Path) -> None:
+    store = _guild_store("umg-sync")
+    rag = _umg(store)
+    assert tuple(rag.sync()) == (0, 0, 0)
+    _app_adds(store, ["v-1"], [SECRET_TEXT], [{"source": "vault.txt", "tenant": "acme"}])
+    assert "Hollowfen" not in _texts(rag, QUESTION)  # not served before a sync
+    assert tuple(rag.sync()) == (1, 0, 0)  # documents: vault.txt is new
+    found = [r for r in rag.retrieve(QUESTION, k=5) if "Hollowfen" in r.text]
+    assert found
+    assert found[0].metadata["tenant"] == "acme"
+    _app_adds(store, ["g-3"], ["The guild's charter burned in 1844."], [{"source": "guild.md"}])
+    assert tuple(rag.sync()) == (0, 0, 1)  # guild.md changed: re-cut whole
+    assert "charter burned" in _texts(rag, "When did the charter burn?")
+    store.delete(["v-1"])  # the app deletes through its own store
+    assert tuple(rag.sync()) == (0, 1, 0)
+    assert "Hollowfen" not in _texts(rag, QUESTION)
+    assert not rag.store.get(include_embeddings=False).ids or all(
+        "Hollowfen" not in (t or "") for t in rag.store.get(include_embeddings=False).texts
+    )  # the side collection's windows went too
+    rag.save(tmp_path / "umg")
+    needles = {"text": _windows(SECRET_TEXT), "names": set(NAMES)}
+    assert _leftovers(tmp_path / "umg", needles) == {}
+    assert b"vault.txt" not in b"".join(p.read_bytes() for p in (tmp_path / "umg").rglob("*") if p.is_file())
+
+
+def test_a_loaded_umg_index_finds_its_collection_and_syncs(tmp_path: Path) -> None:
+    store = _guild_store("umg-sync-load")
+    _umg(store).save(tmp_path / "umg")
+    units = store.sibling(f"{store.name}_umg")
+    reopened = UMGRAG.load(
+        tmp_path / "umg", embedder=wiring_embedder(), store=units, entity_extractor=RuleBasedEntityExtractor()
+    )
+    _app_adds(store, ["v-1"], [SECRET_TEXT], [{"source": "vault.txt"}])
+    assert tuple(reopened.sync()) == (1, 0, 0)
+    again = UMGRAG.load(
+        tmp_path / "umg", embedder=wiring_embedder(), store=units, entity_extractor=RuleBasedEntityExtractor()
+    )
+    assert "Hollowfen" in _texts(again, QUESTION)  # the sync was saved
+    assert tuple(again.sync()) == (0, 0, 0)
+
+
+def test_a_tenants_document_never_takes_in_another_tenants_chunk_on_sync() -> None:
+    store = ChunkStore.ephemeral(unique_name("umg-sync-tenants"))
+    acme = [{"source": "report.pdf", "tenant": "acme"}]
+    _app_adds(store, ["a1"], ["Falcon launches in May. Acme builds Falcon in Ohio."], acme)
+    rag = _umg(store)
+    _app_adds(
+        store,
+        ["g1", "a2"],
+        [
+            "Globex: Project Zeta price is $41M. Globex builds Zeta in Texas.",
+            "Acme's Falcon team meets in Ohio.",
+        ],
+        [{"source": "report.pdf", "tenant": "globex"}, *acme],
+    )
+    # report.pdf is now two documents (report.pdf#<acme>, report.pdf#<globex>): the old one goes
+    assert tuple(rag.sync()) == (2, 1, 0)
+    for query in ("When does Falcon launch?", "What is the Zeta price?", "Where does the team meet?"):
+        for r in rag.retrieve(query, k=20, filter={"tenant": "acme"}):
+            assert "Globex" not in r.text
+            assert "Zeta" not in str(r.metadata)
+    assert "Falcon team meets" in _texts(rag, "Where does the team meet?", filter={"tenant": "acme"})
+
+
+def test_a_document_deleted_through_the_retriever_but_kept_in_the_collection_comes_back() -> None:
+    """The index mirrors the collection: to delete for good, delete from the collection."""
+    store = _guild_store("umg-sync-mirror")
+    rag = _umg(store)
+    assert rag.delete_documents(["guild.md"]) > 0
+    assert "Quellmoor" not in _texts(rag, "Who founded the Quellmoor Guild?")
+    assert tuple(rag.sync()) == (1, 0, 0)
+    assert "Quellmoor" in _texts(rag, "Who founded the Quellmoor Guild?")
+
+
+def test_umg_built_from_documents_has_nothing_to_follow() -> None:
+    from core.types import Document
+
+    rag = UMGRAG.from_documents(
+        [Document(text=GUILD[0], id="guild")],
+        embedder=wiring_embedder(),
+        entity_extractor=RuleBasedEntityExtractor(),
+        **SMALL,
+    )
+    with pytest.raises(NotImplementedError, match="built from documents"):
+        rag.sync()
+
+
+def test_the_umg_retriever_syncs_over_the_apps_langchain_store() -> None:
+    from langchain_chroma import Chroma
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from langchain_bridge import UMGRetriever
+
+    vs = Chroma(
+        collection_name=unique_name("umg-sync-lc"), embedding_function=DeterministicFakeEmbedding(size=32)
+    )
+    vs.add_texts(GUILD, metadatas=[{"source": "guild.md"}] * 2, ids=["g-1", "g-2"])
+    retriever = UMGRetriever.from_vectorstore(vs, entity_extractor=RuleBasedEntityExtractor(), **SMALL)
+    vs.add_texts([SECRET_TEXT], metadatas=[{"source": "vault.txt"}], ids=["vault"])
+    assert retriever.sync() == (1, 0, 0)
+    assert any("Hollowfen" in d.page_content for d in retriever.invoke(QUESTION, k=10))
+    vs.delete(["vault"])
+    assert retriever.sync() == (0, 1, 0)
+    assert all("Hollowfen" not in d.page_content for d in retriever.invoke(QUESTION, k=10))
+
+
+def test_a_umg_index_built_into_a_directory_remembers_the_collection_it_follows(tmp_path: Path) -> None:
+    from core.filters import FilterError
+
+    store = ChunkStore.persistent(tmp_path / "chroma", unique_name("umg-sync-dir"))
+    _app_adds(store, ["g-1", "g-2"], GUILD, [{"source": "guild.md"}] * 2)
+    _umg(store, persist_directory=tmp_path / "index").close()
+    reopened = UMGRAG.load(
+        tmp_path / "index" / "umg", embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor()
+    )
+    with pytest.raises(FilterError, match="start_index"):  # still known as windows re-cut from a store
+        reopened.retrieve("Who founded the guild?", filter={"start_index": 0})
+    _app_adds(store, ["v-1"], [SECRET_TEXT], [{"source": "vault.txt"}])
+    assert tuple(reopened.sync()) == (1, 0, 0)
+
+
+def test_a_delete_refuses_the_chunk_key_filter_a_query_refuses() -> None:
+    """A window re-cut from a store spans chunks: a delete filtered on a chunk's own key cannot
+    say which windows hold those chunks, so it is refused as the query is, and nothing leaves."""
+    from core.filters import FilterError
+
+    store = ChunkStore.ephemeral(unique_name("umg-chunk-key-delete"))
+    texts = [
+        "Quillara founded the Quilleth Works.",
+        "Quilleth builds the Quillix engine.",
+        "Quillix married Quillund.",
+    ]
+    _app_adds(
+        store, ["c0", "c1", "c2"], texts, [{"source": "report.pdf", "start_index": i * 50} for i in range(3)]
+    )
+    rag = _umg(store)
+    units = rag.num_units
+    where = {"start_index": {"$gte": 50}}
+    with pytest.raises(FilterError, match="cannot tell which chunks a window holds"):
+        rag.delete_documents(["report.pdf"], filter=where)
+    assert rag.num_units == units
+
+
+def test_a_collection_document_with_the_id_of_one_added_through_the_retriever_is_left_out() -> None:
+    """The clash is reported and left out; the rest syncs, and nothing indexed is lost."""
+    from core.types import Document
+
+    store = _guild_store("umg-sync-clash")
+    rag = _umg(store)
+    rag.add_documents([Document("Brisca Tolm keeps the harbour notes.", id="notes.md")])
+    _app_adds(store, ["n-1"], ["Orrin Vale wrote other notes."], [{"source": "notes.md"}])
+    store.delete(["g-2"])  # guild.md changes too
+    with pytest.warns(UserWarning, match="'notes.md' have the id of a document added through the retriever"):
+        assert tuple(rag.sync()) == (0, 0, 1)
+    assert "Brisca" in _texts(rag, "Who keeps the harbour notes?")  # the retriever's is kept
+    assert "Orrin" not in _texts(rag, "Who wrote other notes?")
+    assert "Arvel Dalmor" in _texts(rag, "Who founded the Quellmoor Guild?")  # guild.md re-cut, not lost
+    with pytest.warns(UserWarning, match="notes.md"):
+        assert tuple(rag.sync()) == (0, 0, 0)
+
+
+def test_the_worker_that_built_the_index_catches_up_before_it_syncs(tmp_path: Path) -> None:
+    """Worker A built and let go; B synced the app's add; A's sync must not drop it from the files."""
+    store = ChunkStore.persistent(tmp_path / "chroma", unique_name("umg-sync-builder"))
+    _app_adds(store, ["g-1", "g-2"], GUILD, [{"source": "guild.md"}] * 2)
+    builder = _umg(store, persist_directory=tmp_path / "index")
+    builder.close()
+    other = UMGRAG.load(
+        tmp_path / "index" / "umg", embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor()
+    )
+    _app_adds(store, ["v-1"], [SECRET_TEXT], [{"source": "vault.txt"}])
+    assert tuple(other.sync()) == (1, 0, 0)
+    store.delete(["v-1"])
+    _app_adds(store, ["w-1"], ["Zephyra Tolk audits the guild every May."], [{"source": "audit.txt"}])
+    assert tuple(builder.sync()) == (1, 1, 0)  # vault.txt (B's) is seen, then removed
+    builder.close()
+    side = store.sibling(f"{store.name}_umg").get(include_embeddings=False)
+    assert all("Hollowfen" not in (t or "") for t in side.texts)
+    assert any("Zephyra" in (t or "") for t in side.texts)
+
+
+def test_a_builder_with_its_own_units_store_still_follows_its_collection_after_catching_up(
+    tmp_path: Path,
+) -> None:
+    from core.types import Document
+
+    source = ChunkStore.persistent(tmp_path / "chroma", unique_name("umg-own-src"))
+    units = ChunkStore.persistent(tmp_path / "chroma", unique_name("umg-own-units"))
+    _app_adds(source, ["g-1", "g-2"], GUILD, [{"source": "guild.md"}] * 2)
+    builder = _umg(source, units_store=units)
+    builder.save(tmp_path / "index")
+    builder.close()
+    other = UMGRAG.load(
+        tmp_path / "index",
+        store=units,
+        embedder=wiring_embedder(),
+        entity_extractor=RuleBasedEntityExtractor(),
+    )
+    other.add_documents([Document("Orrin Vale wrote other notes.", id="other.md")])
+    other.close()
+    _app_adds(source, ["z-1"], ["Zephyra Tolk audits the guild every May."], [{"source": "audit.txt"}])
+    assert tuple(builder.sync()) == (1, 0, 0)  # caught up with other's save, still following source
+    assert "Orrin" in _texts(builder, "Who wrote other notes?")
