@@ -619,6 +619,12 @@ def _update(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary
     failed_sources = {s.source for s in read.scan.files if s.path.absolute() in failed}
     previous = record.sources if record is not None else {}
     plan = plan_update(previous, read.files, failed_sources)
+    if any(e.ids for e in previous.values()) and not any(e.ids for e in plan.entries.values()):
+        raise NoFilesError(
+            f"the files under {', '.join(map(repr, paths))} hold no text ({len(read.empty)} empty, "
+            f"{len(read.failures)} unreadable): an update never empties an index. To remove every "
+            f"document, delete {index_dir} (and its Chroma collection, when it is on a server)"
+        )
     base = record or SourcesRecord(name, [], {}, "complete", _store_json(options, options.collection))
     final = SourcesRecord(name, sorted(roots), plan.entries, "complete", base.store, reading)
     if not plan.empty:

@@ -47,6 +47,7 @@ __all__ = [
     "embed_in_batches",
     "fit_mask",
     "hidden_keys",
+    "index_directory",
     "jsonable",
     "mask_at",
     "normalise_rows",
@@ -91,6 +92,16 @@ def default_store(
     return ChunkStore.persistent(root / "chroma", collection_name)
 
 
+def index_directory(path: str | os.PathLike[str], index_name: str) -> Path:
+    """The index directory a path names: itself, or the ``index_name`` folder a persist directory holds.
+
+    ``from_documents(persist_directory=P)`` keeps its index in ``P/<name>``; a load and a save
+    given ``P`` both mean that folder.
+    """
+    root = Path(path)
+    return root / index_name if (root / index_name).is_dir() else root
+
+
 def open_index(
     path: str | os.PathLike[str], index_name: str, *, kind: str, version: int, memory_map: bool = True
 ) -> tuple[Path, Path, str, dict[str, Any], IndexFiles]:
@@ -100,7 +111,7 @@ def open_index(
         ``(root, index_dir, generation, meta, files)``: ``generation`` names the one loaded.
     """
     root = Path(path)
-    index_dir = root / index_name if (root / index_name).is_dir() else root
+    index_dir = index_directory(root, index_name)
     generation, meta, files = load_index_generation(
         index_dir, kind=kind, version=version, memory_map=memory_map
     )

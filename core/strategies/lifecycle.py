@@ -45,6 +45,7 @@ from core.strategies.common import (
     check_embedder,
     default_store,
     embed_in_batches,
+    index_directory,
     jsonable,
     normalise_rows,
     open_index,
@@ -327,8 +328,12 @@ class IndexLifecycle(Follows):
         An object that follows ``path`` (it loaded, built or saved the index there) first
         catches up with what another worker saved there since, so a save never drops it.
 
+        The first directory an object saves to, loads from or is built into is its own: later
+        changes save there (``persist_path``). A save to another directory writes a copy (a
+        backup); the object keeps its own directory and goes on following it.
+
         Args:
-            path: The index directory.
+            path: The index directory, or the persist directory holding it (as ``load`` reads).
 
         Warns:
             InMemoryStoreWarning: The chunks live in an in-memory Chroma collection: the saved
@@ -342,9 +347,11 @@ class IndexLifecycle(Follows):
                 InMemoryStoreWarning,
                 stacklevel=2,
             )
+        path = index_directory(path, self.name)
         WriterLock.acquire(path, self)  # one writer per index directory
         follower = self._follower
-        follows = follower is not None and follower.directory.resolve() == Path(path).resolve()
+        follows = follower is not None and follower.directory.resolve() == path.resolve()
+        copy = self.persist_path is not None and Path(self.persist_path).resolve() != path.resolve()
         if follower is not None and follows:
             follower.refresh(force=True)  # another worker saved there since: keep what it wrote
         with self._lock:
@@ -357,7 +364,7 @@ class IndexLifecycle(Follows):
                 else {"collection": self.store.name, "location": jsonable(self.store.location)},
                 **self._manifest(),
             }
-            self._generation = save_index(
+            generation = save_index(
                 path,
                 files,
                 meta,
@@ -365,9 +372,10 @@ class IndexLifecycle(Follows):
                 version=self.index_version,
                 keep_previous=not self._table.has_dead_rows,
             ).name
-            self.persist_path = Path(path)
-        if not follows:
-            self._follow_own_saves(Path(path))
+        if not copy:  # a copy's generation is the copy's: this object still serves its own
+            self._generation, self.persist_path = generation, path
+            if not follows:
+                self._follow_own_saves(path)
 
     def _follow_own_saves(self, path: Path) -> None:
         """Lets an object that built or saved an index catch up with what another worker saves there.

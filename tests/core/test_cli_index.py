@@ -562,6 +562,15 @@ def test_update_errors(tmp_path: Path, fake: type[JournalFake]) -> None:
     with pytest.raises(indexing.NoFilesError, match=f"An update never empties an index: .*delete {index}"):
         _run(emptied, index, None, update=True)
     assert _stored(index, fake)  # nothing was deleted
+    blanked = tmp_path / "blanked"  # the files are there, but every one reads as empty
+    for source in corpus.rglob("*"):
+        if source.is_file():
+            target = blanked / source.relative_to(corpus)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("")
+    with pytest.raises(indexing.NoFilesError, match=r"hold no text .*an update never empties an index"):
+        _run(blanked, index, None, update=True)
+    assert _stored(index, fake)
     path = index / SOURCES_FILE
     path.write_bytes(path.read_bytes().replace(b'"complete"', b'"building"'))
     with pytest.raises(ValueError, match="checksum does not match"):

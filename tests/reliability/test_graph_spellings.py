@@ -56,6 +56,18 @@ def test_a_filtered_query_spells_names_as_its_tenants_rows_do(tmp_path: Path) ->
     assert rag.kg.node_names[node] == "Zoe Vance"  # renamed from acme's live edge
     expected = wiring_embedder().embed_query("Zoe Vance")
     assert np.allclose(rag.kg.node_matrix[node], np.asarray(expected) / np.linalg.norm(expected), atol=1e-5)
+    kg = rag.kg
+    composed = [
+        e
+        for e in range(len(kg.edge_head))
+        if kg.edge_alive[e]
+        and kg.edge_kind[e] in ("cooccurrence", "title")
+        and node in (kg.edge_head[e], kg.edge_tail[e])
+    ]
+    assert composed
+    for e in composed:  # summed anew from the new name's vector, not the deleted spelling's
+        total = kg.node_matrix[kg.edge_head[e]] + kg.node_matrix[kg.edge_tail[e]]
+        assert np.allclose(kg.edge_matrix[e], total / np.linalg.norm(total), atol=1e-5)
     rag.close()
     assert not [p for p in _files(tmp_path / "bubble") if "VÄNCE".encode() in p.read_bytes()]
     reopened = BubbleRAG.load(tmp_path, embedder=wiring_embedder(), triple_extractor=spacy_triples())
@@ -159,3 +171,24 @@ def test_a_renamed_node_left_without_mentions_frees_its_key() -> None:
     assert again is not None
     assert again != node
     assert kg.node_names[again] == "The A Team"
+
+
+def test_a_dead_edge_keeps_no_spelling_through_loads_between_deletes() -> None:
+    """Three spellings of one node, deleted one at a time with a save and load between."""
+    from core.strategies.bubble.kg import KnowledgeGraph
+    from core.strategies.bubble.triples import Triple
+
+    kg = KnowledgeGraph(wiring_embedder().dimension)
+    for chunk, (name, org) in enumerate(
+        [("ZOË VÄNCE", "Vornix"), ("ZOE VANCE", "Brellin"), ("Zoe Vance", "Quillara")]
+    ):
+        kg.add_triples([Triple(name, "leads", org, "svo")], chunk=chunk)
+    kg.embed_missing(wiring_embedder())
+    for chunk in (0, 1):
+        kg.remove_chunks([chunk])
+        kg.embed_missing(wiring_embedder())
+        kg = KnowledgeGraph.from_files(kg.to_files(), kg.dimension)
+    files = kg.to_files()
+    assert kg.node_names[kg.node_id("Zoe Vance") or 0] == "Zoe Vance"
+    for spelling in ("ZOË VÄNCE", "ZOE VANCE", "Vornix", "Brellin"):
+        assert not [name for name, data in files.items() if spelling.encode() in bytes(data)], spelling

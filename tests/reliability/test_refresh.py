@@ -208,3 +208,29 @@ def test_the_builder_catches_up_before_it_writes_or_saves_again(case: StrategyCa
     builder.add_documents([Document("Borin Quell charted the harbour of Vell.", id="mine")])
     builder.close()
     assert {"other", "mine"} <= _docs_of(_reader(case, path, None))
+
+
+def test_a_save_elsewhere_is_a_copy_and_a_save_to_the_persist_directory_is_the_index(
+    case: StrategyCase, tmp_path: Path
+) -> None:
+    """A backup leaves a worker on its own index; ``save(persist_dir)`` means ``persist_dir/<name>``."""
+    builder, path, _ = _writer(case, tmp_path)
+    own = path / case.name
+    reader = _reader(case, path, 0.0)
+    reader.save(tmp_path / "reader-backup")
+    builder.save(tmp_path / "builder-backup")
+    assert (reader.persist_path, builder.persist_path) == (own, own)
+    assert reader.refresh_interval == 0.0
+    builder.add_documents([Document("Ilse Marrow founded the guild in Vell.", id="other")])
+    builder.close()
+    saved = time.monotonic()
+    while "other" not in _docs_of(reader):  # it still follows its own index, not the backup
+        assert time.monotonic() - saved < LOAD_ALLOWANCE_S, "the reader stopped following its index"
+        time.sleep(0.02)
+    assert "other" not in _docs_of(_reader(case, tmp_path / "builder-backup", None))
+    reader.add_documents([Document("Borin Quell charted the harbour of Vell.", id="mine")])
+    reader.close()
+    builder.save(path)  # the persist directory, as LlamaIndex's persist(persist_dir) passes it
+    builder.close()
+    assert not (path / "CURRENT").exists()  # no second index beside the one loads read
+    assert {"other", "mine"} <= _docs_of(_reader(case, path, None))

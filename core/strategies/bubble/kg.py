@@ -462,14 +462,28 @@ class KnowledgeGraph:
             self.node_matrix = np.ascontiguousarray(matrix, dtype=np.float32)
             edges = np.zeros((len(new_edges), self.dimension), dtype=np.float32)
             for i, e in enumerate(new_edges):
-                if e in texts:
-                    edges[i] = vectors[row[texts[e]]]
-                else:
-                    edges[i] = self.node_matrix[self.edge_head[e]] + self.node_matrix[self.edge_tail[e]]
-            self.edge_matrix = np.ascontiguousarray(
-                np.vstack([self.edge_matrix, normalise_rows(edges)]), dtype=np.float32
-            )
+                edges[i] = vectors[row[texts[e]]] if e in texts else self._composed(e)
+            edge_matrix = np.vstack([self.edge_matrix, normalise_rows(edges)])  # a new array
+            if renamed:  # composed edges at a renamed node: summed anew from its new vector
+                touched = set(renamed)
+                recomposed = [
+                    e
+                    for e in range(first_edge)
+                    if self.edge_alive[e]
+                    and self.edge_kind[e] in _COMPOSED_KINDS
+                    and (self.edge_head[e] in touched or self.edge_tail[e] in touched)
+                ]
+                if recomposed:
+                    sums = np.stack([self._composed(e) for e in recomposed])
+                    edge_matrix[recomposed] = normalise_rows(sums)
+            self.edge_matrix = np.ascontiguousarray(edge_matrix, dtype=np.float32)
             return len(unique)
+
+    def _composed(self, edge: int) -> npt.NDArray[np.float32]:
+        """A co-occurrence or title edge's vector before normalising: the sum of its ends' vectors."""
+        return np.asarray(
+            self.node_matrix[self.edge_head[edge]] + self.node_matrix[self.edge_tail[edge]], dtype=np.float32
+        )
 
     # ------------------------------------------------------------------ networkx
     def to_networkx(self) -> Any:
@@ -602,16 +616,19 @@ class KnowledgeGraph:
         return keys
 
     def _end_names(self) -> dict[str, list[str]]:
-        """Each edge's spellings of its ends, "" where it is the node's name (saved compactly)."""
-        names = self.node_names
+        """Each live edge's spellings of its ends, "" where it is the node's name (saved compactly).
+
+        A dead edge keeps no spelling.
+        """
+        names, alive = self.node_names, self.edge_alive
         return {
             "head_name": [
-                "" if n is None or n == names[h] else n
-                for h, n in zip(self.edge_head, self.edge_head_name, strict=True)
+                "" if n is None or not a or n == names[h] else n
+                for h, n, a in zip(self.edge_head, self.edge_head_name, alive, strict=True)
             ],
             "tail_name": [
-                "" if n is None or n == names[t] else n
-                for t, n in zip(self.edge_tail, self.edge_tail_name, strict=True)
+                "" if n is None or not a or n == names[t] else n
+                for t, n, a in zip(self.edge_tail, self.edge_tail_name, alive, strict=True)
             ],
         }
 
@@ -698,11 +715,14 @@ class KnowledgeGraph:
         kg.node_chunks = [flat[offsets[i] : offsets[i + 1]].tolist() for i in range(n)]
         kg.edge_head, kg.edge_tail = ends[0].tolist(), ends[1].tolist()
         known = "head_name" in edges  # saved before: every spelling unknown (None: the node's name)
+        live = alive.astype(bool).tolist()
         kg.edge_head_name = [
-            (x or names[h]) if known else None for x, h in zip(head_name, kg.edge_head, strict=True)
+            ((x or names[h]) if a else "") if known else None
+            for x, h, a in zip(head_name, kg.edge_head, live, strict=True)
         ]
         kg.edge_tail_name = [
-            (x or names[t]) if known else None for x, t in zip(tail_name, kg.edge_tail, strict=True)
+            ((x or names[t]) if a else "") if known else None
+            for x, t, a in zip(tail_name, kg.edge_tail, live, strict=True)
         ]
         kg._name_chunk = (
             name_chunk.tolist()
@@ -717,7 +737,7 @@ class KnowledgeGraph:
             )
         kg.edge_relation, kg.edge_kind = relation, kind
         kg.edge_chunk = chunk.tolist()
-        kg.edge_alive = alive.astype(bool).tolist()
+        kg.edge_alive = live
         kg.node_matrix, kg.edge_matrix = node_matrix, edge_matrix
         kg._ensure_graph()
         kg._restore_anchor_indexes(files, prefix)
