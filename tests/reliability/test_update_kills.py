@@ -48,10 +48,10 @@ def _contents(index: Path) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
     from core.indexing import load_index_dir
     from core.sources import read_sources
     from tests.reliability.cases import wiring_embedder
-    from tests.reliability.update_killer import _offline_models
+    from tests.reliability.update_killer import offline_models
 
-    _offline_models()
-    rag: Any = load_index_dir(index, read_sources(index))
+    with offline_models():
+        rag: Any = load_index_dir(index, read_sources(index))
     try:
         table = rag._table
         rows = {(table.ids[r], table.texts[r]) for r in range(len(table)) if table.alive[r]}

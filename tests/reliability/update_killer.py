@@ -18,7 +18,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,19 +59,27 @@ def _after(stage: str, wanted: str, call: int, fn: Callable[..., Any]) -> Callab
     return wrapper
 
 
-def _offline_models() -> None:
-    """The fake embedder and rule-based entities wherever the CLI would load a model."""
+@contextmanager
+def offline_models() -> Iterator[None]:
+    """The fake embedder and rule-based entities wherever the CLI would load a model, in the block."""
     from core.entities import RuleBasedEntityExtractor
     from core.strategies import lifecycle
     from core.strategies.bridge import strategy as bridge
     from core.strategies.umg import strategy as umg
     from tests.reliability.cases import wiring_embedder
 
+    saved = [(m, "as_embedder", m.as_embedder) for m in (lifecycle, umg)]
+    saved += [(m, "default_entity_extractor", m.default_entity_extractor) for m in (bridge, umg)]
     for module in (lifecycle, umg):  # where a strategy's embedder is made (umg: from_store)
         original = module.as_embedder
         module.as_embedder = lambda e, _o=original: _o(e if e is not None else wiring_embedder())
     for module in (bridge, umg):
         module.default_entity_extractor = RuleBasedEntityExtractor
+    try:
+        yield
+    finally:  # a test process goes on with the real models
+        for module, name, value in saved:
+            setattr(module, name, value)
 
 
 def main(argv: list[str]) -> int:
@@ -78,7 +87,6 @@ def main(argv: list[str]) -> int:
     stage, args = argv[0], argv[2:]
     if stage != "none" and stage not in STAGES:
         raise SystemExit(f"unknown stage {stage!r}; one of {', '.join(STAGES)} or none")
-    _offline_models()
     from core import cli, indexing
     from core.store import ChunkStore
     from core.strategies import lifecycle
@@ -109,7 +117,8 @@ def main(argv: list[str]) -> int:
         return result
 
     lifecycle.save_index = save
-    return cli.main(args)
+    with offline_models():
+        return cli.main(args)
 
 
 if __name__ == "__main__":
