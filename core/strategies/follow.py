@@ -30,7 +30,14 @@ from typing import Any, TypeVar, cast
 from core.persist import current_generation
 from core.writer_lock import IndexLockedError, WriterLock, holds_lock, release_locks_of
 
-__all__ = ["DEFAULT_REFRESH_INTERVAL", "Follower", "Follows", "check_refresh_interval", "follows_writer"]
+__all__ = [
+    "DEFAULT_REFRESH_INTERVAL",
+    "CatchUpError",
+    "Follower",
+    "Follows",
+    "check_refresh_interval",
+    "follows_writer",
+]
 
 #: Seconds between two checks of ``CURRENT`` by a loaded index (None or 0: see ``load``).
 DEFAULT_REFRESH_INTERVAL = 1.0
@@ -41,6 +48,10 @@ logger = logging.getLogger("bridge_rag.refresh")
 F = TypeVar("F", bound=Callable[..., Any])
 _OWN = ("_follower", "_query_gate", "_write_mutex")  # what a switch keeps: follower, gate, mutex
 _MAX_BACKOFF_S = 60.0  # longest wait before retrying a generation that failed to load
+
+
+class CatchUpError(RuntimeError):
+    """A writer could not load what another worker saved since: it changes and saves nothing."""
 
 
 def check_refresh_interval(value: object) -> float | None:
@@ -199,6 +210,24 @@ class Follower:
             logger.info("bridge-rag: %s now serves %s", self.directory, getattr(owner, "_generation", None))
             return True
 
+    def catch_up(self) -> None:
+        """Loads the directory's newer generation before its owner, now the writer, changes it.
+
+        Raises:
+            CatchUpError: The newer generation could not be loaded: writing now would drop it.
+        """
+        self.refresh(force=True)
+        owner = self._owner()
+        current = current_generation(self.directory)
+        if owner is None or current is None or current == getattr(owner, "_generation", None):
+            return
+        cause = self.last_error
+        raise CatchUpError(
+            f"{self.directory} holds generation {current}, saved by another worker, which this object "
+            f"could not load ({type(cause).__name__}: {cause}); writing now would drop it, so nothing "
+            "was changed. Fix the cause and retry, or load the index anew"
+        ) from cause
+
 
 class Follows:
     """Mixin of the strategies: their index directory's writer lock and live refresh.
@@ -285,17 +314,32 @@ class Follows:
         if self.persist_path is None:
             return
         deadline = time.monotonic() + wait
+        held = holds_lock(self, self.persist_path)
         while True:
             try:
-                WriterLock.acquire(self.persist_path, self)
+                lock = WriterLock.acquire(self.persist_path, self)
                 break
             except IndexLockedError:
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(_LOCK_POLL_SECONDS)
+        self._catch_up(lock, held)
+
+    def _catch_up(self, lock: WriterLock, held: bool) -> None:
+        """Loads what another worker saved since; on failure lets go of a lock just taken.
+
+        Raises:
+            CatchUpError: The newer generation could not be loaded.
+        """
         follower = self._follower
-        if follower is not None:
-            follower.refresh(force=True)
+        if follower is None or follower.directory.resolve() != lock.directory:
+            return
+        try:
+            follower.catch_up()
+        except CatchUpError:
+            if not held:
+                lock.release()
+            raise
 
     def _holds_writer_lock(self) -> bool:
         """Whether this object holds the writer lock of its index directory."""

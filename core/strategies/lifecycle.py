@@ -63,7 +63,7 @@ from core.strategies.table import (
     stored_row_metadata,
 )
 from core.types import BuildReport, Document
-from core.writer_lock import WriterLock
+from core.writer_lock import WriterLock, holds_lock
 
 L = TypeVar("L", bound="IndexLifecycle")
 
@@ -335,6 +335,11 @@ class IndexLifecycle(Follows):
         Args:
             path: The index directory, or the persist directory holding it (as ``load`` reads).
 
+        Raises:
+            core.writer_lock.IndexLockedError: Another writer holds the directory.
+            core.strategies.follow.CatchUpError: Another worker saved a generation there that
+                this object could not load; nothing was written over it.
+
         Warns:
             InMemoryStoreWarning: The chunks live in an in-memory Chroma collection: the saved
                 index can be reopened only in this process (``load(path, store=...)``).
@@ -348,12 +353,12 @@ class IndexLifecycle(Follows):
                 stacklevel=2,
             )
         path = index_directory(path, self.name)
-        WriterLock.acquire(path, self)  # one writer per index directory
+        held = holds_lock(self, path)
+        lock = WriterLock.acquire(path, self)  # one writer per index directory
         follower = self._follower
         follows = follower is not None and follower.directory.resolve() == path.resolve()
         copy = self.persist_path is not None and Path(self.persist_path).resolve() != path.resolve()
-        if follower is not None and follows:
-            follower.refresh(force=True)  # another worker saved there since: keep what it wrote
+        self._catch_up(lock, held)  # another worker saved there since: keep what it wrote
         with self._lock:
             files = {**self._table.to_files(), **self._index_files()}
             meta = {

@@ -234,3 +234,30 @@ def test_a_save_elsewhere_is_a_copy_and_a_save_to_the_persist_directory_is_the_i
     builder.close()
     assert not (path / "CURRENT").exists()  # no second index beside the one loads read
     assert {"other", "mine"} <= _docs_of(_reader(case, path, None))
+
+
+def test_a_writer_that_cannot_catch_up_writes_nothing(case: StrategyCase, tmp_path: Path) -> None:
+    """A worker whose load of another's newer generation fails neither changes nor saves over it."""
+    from core.strategies.follow import CatchUpError
+
+    writer, path, docs = _writer(case, tmp_path)
+    worker = _reader(case, path, None)
+    writer.delete_documents([str(docs[2].id)])
+    writer.close()
+    newer = (path / case.name / "CURRENT").read_text().strip()
+    follower = worker._follower
+
+    def broken(owner: Any) -> Any:
+        raise ValueError("the index files are malformed (simulated); rebuild it")
+
+    real, follower._reload = follower._reload, broken
+    with pytest.raises(CatchUpError, match=f"{newer}.*could not load.*simulated"):
+        worker.add_documents([Document("Borin Quell charted the harbour of Vell.", id="mine")])
+    with pytest.raises(CatchUpError, match="nothing was changed"):
+        worker.save(path)
+    assert (path / case.name / "CURRENT").read_text().strip() == newer
+    assert not (path / case.name / "WRITER.lock").exists()  # the lock it took is let go
+    follower._reload = real
+    worker.add_documents([Document("Borin Quell charted the harbour of Vell.", id="mine")])
+    worker.close()
+    assert _docs_of(_reader(case, path, None)) == {*(str(d.id) for d in docs), "mine"} - {str(docs[2].id)}
