@@ -54,6 +54,7 @@ __all__ = [
     "array_view",
     "atomic_write_bytes",
     "current_generation",
+    "holds_index",
     "json_from_bytes",
     "json_to_bytes",
     "load_index",
@@ -346,6 +347,12 @@ def _generations(root: Path) -> list[tuple[int, Path]]:
         if match is not None and entry.is_dir():
             found.append((int(match.group(1)), entry))
     return sorted(found)
+
+
+def holds_index(directory: str | os.PathLike[str]) -> bool:
+    """Whether ``directory`` holds a saved index (a ``CURRENT`` pointer or a committed generation)."""
+    root = Path(directory)
+    return root.is_dir() and ((root / CURRENT).is_file() or bool(_generations(root)))
 
 
 def _read_current(root: Path) -> str | None:

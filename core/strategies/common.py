@@ -22,7 +22,7 @@ import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from core.embed import Embedder
-from core.persist import IndexFiles, load_index_generation
+from core.persist import IndexFiles, holds_index, load_index_generation
 from core.store import ChunkStore, StoredChunks
 from core.types import BuildReport, Document
 
@@ -93,13 +93,14 @@ def default_store(
 
 
 def index_directory(path: str | os.PathLike[str], index_name: str) -> Path:
-    """The index directory a path names: itself, or the ``index_name`` folder a persist directory holds.
+    """The index directory a path names: itself, or the index a persist directory holds.
 
     ``from_documents(persist_directory=P)`` keeps its index in ``P/<name>``; a load and a save
-    given ``P`` both mean that folder.
+    given ``P`` both mean that folder when it holds an index and ``P`` itself does not.
     """
     root = Path(path)
-    return root / index_name if (root / index_name).is_dir() else root
+    inner = root / index_name
+    return inner if holds_index(inner) and not holds_index(root) else root
 
 
 def open_index(

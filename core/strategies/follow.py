@@ -336,7 +336,7 @@ class Follows:
             return
         try:
             follower.catch_up()
-        except CatchUpError:
+        except BaseException:
             if not held:
                 lock.release()
             raise

@@ -325,12 +325,11 @@ class IndexLifecycle(Follows):
         deleted rows are blanked in every file, and older generations (which still hold
         them) are removed.
 
-        An object that follows ``path`` (it loaded, built or saved the index there) first
-        catches up with what another worker saved there since, so a save never drops it.
-
-        The first directory an object saves to, loads from or is built into is its own: later
-        changes save there (``persist_path``). A save to another directory writes a copy (a
-        backup); the object keeps its own directory and goes on following it.
+        The first directory an object is built into, loads from or saves to is its own
+        (``persist_path``): later changes save there, and a save there first catches up with
+        what another worker saved since, so it never drops that. A save to another directory
+        writes a copy (a backup) over whatever that directory holds; the object keeps its own
+        directory, goes on following it, and holds no lock on the copy.
 
         Args:
             path: The index directory, or the persist directory holding it (as ``load`` reads).
@@ -352,13 +351,25 @@ class IndexLifecycle(Follows):
                 InMemoryStoreWarning,
                 stacklevel=2,
             )
-        path = index_directory(path, self.name)
+        own = self.persist_path
+        if own is None or Path(path).resolve() != Path(own).resolve():
+            path = index_directory(path, self.name)
+        path = Path(path)
+        copy = own is not None and Path(own).resolve() != path.resolve()
         held = holds_lock(self, path)
         lock = WriterLock.acquire(path, self)  # one writer per index directory
+        try:
+            if not copy:
+                self._catch_up(lock, held)  # another worker saved there since: keep what it wrote
+            self._save_generation(path, copy)
+        finally:
+            if copy and not held:
+                lock.release()
+
+    def _save_generation(self, path: Path, copy: bool) -> None:
+        """Writes the new generation to ``path``; the object's own directory follows its saves."""
         follower = self._follower
         follows = follower is not None and follower.directory.resolve() == path.resolve()
-        copy = self.persist_path is not None and Path(self.persist_path).resolve() != path.resolve()
-        self._catch_up(lock, held)  # another worker saved there since: keep what it wrote
         with self._lock:
             files = {**self._table.to_files(), **self._index_files()}
             meta = {

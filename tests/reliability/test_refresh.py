@@ -220,6 +220,7 @@ def test_a_save_elsewhere_is_a_copy_and_a_save_to_the_persist_directory_is_the_i
     reader.save(tmp_path / "reader-backup")
     builder.save(tmp_path / "builder-backup")
     assert (reader.persist_path, builder.persist_path) == (own, own)
+    assert not list(tmp_path.glob("*-backup/WRITER.lock"))  # a copy keeps no lock
     assert reader.refresh_interval == 0.0
     builder.add_documents([Document("Ilse Marrow founded the guild in Vell.", id="other")])
     builder.close()
@@ -261,3 +262,18 @@ def test_a_writer_that_cannot_catch_up_writes_nothing(case: StrategyCase, tmp_pa
     worker.add_documents([Document("Borin Quell charted the harbour of Vell.", id="mine")])
     worker.close()
     assert _docs_of(_reader(case, path, None)) == {*(str(d.id) for d in docs), "mine"} - {str(docs[2].id)}
+
+
+def test_a_change_saves_into_its_own_directory_whatever_folders_appear_in_it(
+    case: StrategyCase, tmp_path: Path
+) -> None:
+    builder, path, _ = _writer(case, tmp_path)
+    own = path / case.name
+    (own / case.name).mkdir()  # a folder named like the strategy, inside its own directory
+    before = (own / "CURRENT").read_text().strip()
+    builder.add_documents([Document("Borin Quell charted the harbour of Vell.", id="mine")])
+    builder.close()
+    assert builder.persist_path == own
+    assert (own / "CURRENT").read_text().strip() != before
+    assert not (own / case.name / "CURRENT").exists()
+    assert "mine" in _docs_of(_reader(case, path, None))
