@@ -54,7 +54,7 @@ __all__ = [
     "array_view",
     "atomic_write_bytes",
     "current_generation",
-    "holds_index",
+    "index_kind",
     "json_from_bytes",
     "json_to_bytes",
     "load_index",
@@ -349,10 +349,29 @@ def _generations(root: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def holds_index(directory: str | os.PathLike[str]) -> bool:
-    """Whether ``directory`` holds a saved index (a ``CURRENT`` pointer or a committed generation)."""
+def index_kind(directory: str | os.PathLike[str]) -> str | None:
+    """The kind of index ``directory`` holds (``"bridge"``, ...), from one manifest; None: none.
+
+    The manifest read is that of the generation ``CURRENT`` names, else the newest readable one
+    (as a load falls back).
+    """
     root = Path(directory)
-    return root.is_dir() and ((root / CURRENT).is_file() or bool(_generations(root)))
+    if not root.is_dir():
+        return None
+    current = _read_current(root)
+    candidates = [root / current] if current is not None else []
+    candidates += [generation for _, generation in reversed(_generations(root))]
+    for generation in candidates:
+        if generation.is_symlink():
+            continue
+        try:
+            document = json_from_bytes((generation / MANIFEST).read_bytes())
+        except (OSError, ValueError):
+            continue
+        if isinstance(document, dict) and document.get("format") == FORMAT:
+            kind = document.get("kind")
+            return str(kind) if kind is not None else None
+    return None
 
 
 def _read_current(root: Path) -> str | None:

@@ -22,7 +22,7 @@ import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from core.embed import Embedder
-from core.persist import IndexFiles, holds_index, load_index_generation
+from core.persist import IndexFiles, index_kind, load_index_generation
 from core.store import ChunkStore, StoredChunks
 from core.types import BuildReport, Document
 
@@ -93,14 +93,14 @@ def default_store(
 
 
 def index_directory(path: str | os.PathLike[str], index_name: str) -> Path:
-    """The index directory a path names: itself, or the index a persist directory holds.
+    """The index directory a path names: itself, or the index of this kind a persist directory holds.
 
     ``from_documents(persist_directory=P)`` keeps its index in ``P/<name>``; a load and a save
-    given ``P`` both mean that folder when it holds an index and ``P`` itself does not.
+    given ``P`` both mean that folder when it holds an index of this kind and ``P`` does not.
     """
     root = Path(path)
     inner = root / index_name
-    return inner if holds_index(inner) and not holds_index(root) else root
+    return inner if index_kind(inner) == index_name and index_kind(root) != index_name else root
 
 
 def open_index(

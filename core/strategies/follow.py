@@ -146,6 +146,7 @@ class Follower:
         self.gate: _Gate = owner._gate()
         self.last_error: BaseException | None = None
         self.switches = 0
+        self.loaded_for: str | None = None  # what CURRENT named at the last load
         self.failures = 0  # consecutive failed loads: the next automatic try backs off
         self._owner = weakref.ref(owner)
         self._reload = reload
@@ -161,11 +162,19 @@ class Follower:
             return
         self._next_check = now + self.interval
         owner = self._owner()
-        if owner is None or current_generation(self.directory) == getattr(owner, "_generation", None):
+        if owner is None or not self._newer(owner, current_generation(self.directory)):
             return
         if holds_lock(owner, self.directory) or self._loading.locked():
             return
         threading.Thread(target=self.refresh, name="bridge-rag-refresh", daemon=True).start()
+
+    def _newer(self, owner: Any, current: str | None) -> bool:
+        """Whether ``CURRENT`` names a generation the owner has not loaded yet.
+
+        A ``CURRENT`` naming a missing generation loads the newest complete one instead (crash
+        recovery): once loaded, it is not loaded again until ``CURRENT`` changes.
+        """
+        return current is not None and current not in (getattr(owner, "_generation", None), self.loaded_for)
 
     def refresh(self, *, force: bool = False) -> bool:
         """Loads and switches to the directory's current generation when it is newer.
@@ -181,7 +190,7 @@ class Follower:
             if owner is None:
                 return False
             current = current_generation(self.directory)
-            if current is None or current == getattr(owner, "_generation", None):
+            if not self._newer(owner, current):
                 return False
             if not force and holds_lock(owner, self.directory):
                 return False
@@ -204,7 +213,7 @@ class Follower:
             kept = (*_OWN, *getattr(owner, "kept_on_switch", ()))
             state = {key: value for key, value in vars(fresh).items() if key not in kept}
             self.gate.switch(lambda: vars(owner).update(state))
-            self.last_error = None
+            self.last_error, self.loaded_for = None, current
             self.failures = 0
             self.switches += 1
             logger.info("bridge-rag: %s now serves %s", self.directory, getattr(owner, "_generation", None))
@@ -216,16 +225,15 @@ class Follower:
         Raises:
             CatchUpError: The newer generation could not be loaded: writing now would drop it.
         """
+        before = self.last_error
         self.refresh(force=True)
-        owner = self._owner()
-        current = current_generation(self.directory)
-        if owner is None or current is None or current == getattr(owner, "_generation", None):
-            return
         cause = self.last_error
+        if cause is None or cause is before:  # loaded, or nothing newer to load
+            return
         raise CatchUpError(
-            f"{self.directory} holds generation {current}, saved by another worker, which this object "
-            f"could not load ({type(cause).__name__}: {cause}); writing now would drop it, so nothing "
-            "was changed. Fix the cause and retry, or load the index anew"
+            f"{self.directory} holds generation {current_generation(self.directory)}, saved by another "
+            f"worker, which this object could not load ({type(cause).__name__}: {cause}); writing now "
+            "would drop it, so nothing was changed. Fix the cause and retry, or load the index anew"
         ) from cause
 
 
@@ -249,6 +257,7 @@ class Follows:
 
         Called by ``load``; ``reload(self)`` loads the directory anew.
         """
+        directory = Path(directory).absolute()  # a later chdir moves no autosave
         self.persist_path = directory
         self._generation = generation
         self._follower = Follower(self, directory, check_refresh_interval(interval), reload)

@@ -38,7 +38,7 @@ import numpy.typing as npt
 
 from core.embed import Embedder, as_embedder, window_chars
 from core.filters import MetadataFilter, parse_filter
-from core.persist import FileData, save_index
+from core.persist import FileData, index_kind, save_index
 from core.store import ChunkStore, StoredChunks
 from core.strategies.base import check_doc_ids, check_k, check_query
 from core.strategies.common import (
@@ -354,7 +354,13 @@ class IndexLifecycle(Follows):
         own = self.persist_path
         if own is None or Path(path).resolve() != Path(own).resolve():
             path = index_directory(path, self.name)
-        path = Path(path)
+        path = Path(path).absolute()  # a later chdir moves no autosave
+        found = index_kind(path)
+        if found not in (None, self.name):
+            raise ValueError(
+                f"{str(path)!r} holds a {found} index; save this {self.name} index to another directory "
+                f"(e.g. {str(path / self.name)!r}) rather than over it"
+            )
         copy = own is not None and Path(own).resolve() != path.resolve()
         held = holds_lock(self, path)
         lock = WriterLock.acquire(path, self)  # one writer per index directory
@@ -362,8 +368,8 @@ class IndexLifecycle(Follows):
             if not copy:
                 self._catch_up(lock, held)  # another worker saved there since: keep what it wrote
             self._save_generation(path, copy)
-        finally:
-            if copy and not held:
+        finally:  # a copy, or a first save that failed, keeps no lock there
+            if not held and (copy or self.persist_path is None):
                 lock.release()
 
     def _save_generation(self, path: Path, copy: bool) -> None:

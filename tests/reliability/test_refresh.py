@@ -277,3 +277,74 @@ def test_a_change_saves_into_its_own_directory_whatever_folders_appear_in_it(
     assert (own / "CURRENT").read_text().strip() != before
     assert not (own / case.name / "CURRENT").exists()
     assert "mine" in _docs_of(_reader(case, path, None))
+
+
+@pytest.mark.filterwarnings("ignore:CURRENT in .* names gen-000009, which is missing:RuntimeWarning")
+def test_current_naming_a_missing_generation_is_recovered_and_written_over(
+    case: StrategyCase, tmp_path: Path
+) -> None:
+    """A load falls back to the newest complete generation; the next write is no false alarm."""
+    writer, path, _ = _writer(case, tmp_path)
+    writer.close()
+    own = path / case.name
+    (own / "CURRENT").write_text("gen-000009\n")  # a hand-edited or half-copied directory
+    worker = _reader(case, path, None)
+    worker.add_documents([Document("Borin Quell charted the harbour of Vell.", id="mine")])
+    worker.close()
+    assert (own / "CURRENT").read_text().strip() == worker.generation
+    assert "mine" in _docs_of(_reader(case, path, None))
+
+
+def test_a_relative_directory_stays_put_when_the_process_changes_directory(
+    case: StrategyCase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    builder = case.build(
+        synthetic_documents(4), embedder=wiring_embedder(), persist_directory="idx", **case.wiring_kwargs()
+    )
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    builder.add_documents([Document("Borin Quell charted the harbour of Vell.", id="mine")])
+    builder.close()
+    assert not (tmp_path / "elsewhere" / "idx").exists()
+    assert "mine" in _docs_of(_reader(case, tmp_path / "idx", None))
+
+
+@pytest.mark.filterwarnings("ignore::core.strategies.lifecycle.InMemoryStoreWarning")
+def test_a_save_never_writes_over_another_kind_of_index(case: StrategyCase, tmp_path: Path) -> None:
+    """One persist directory holds several strategies' indexes; a save or load picks its own kind."""
+    writer, path, _ = _writer(case, tmp_path)
+    writer.close()
+    other = next(c for c in STRATEGIES if c.name != case.name)
+    foreign = other.build(synthetic_documents(3), embedder=wiring_embedder(), **other.wiring_kwargs())
+    mine = case.build(synthetic_documents(3), embedder=wiring_embedder(), **case.wiring_kwargs())
+    foreign.save(path)  # path holds no other.name index: saved in path itself
+    foreign.save(tmp_path / "solo")
+    assert (path / "CURRENT").is_file()
+    loaded = _reader(case, path, None)
+    assert loaded.persist_path == path / case.name  # its own kind, not the index in path
+    with pytest.raises(ValueError, match=f"holds a {other.name} index; save this {case.name} index"):
+        mine.save(tmp_path / "solo")
+    assert mine.persist_path is None
+    assert not (tmp_path / "solo" / case.name).exists()
+
+
+@pytest.mark.filterwarnings("ignore::core.strategies.lifecycle.InMemoryStoreWarning")
+def test_a_failed_first_save_keeps_no_lock(
+    case: StrategyCase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.strategies import lifecycle
+
+    rag = case.build(synthetic_documents(3), embedder=wiring_embedder(), **case.wiring_kwargs())
+
+    def full(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(lifecycle, "save_index", full)
+        with pytest.raises(OSError, match="No space"):
+            rag.save(tmp_path / "a")
+    assert rag.persist_path is None
+    assert not (tmp_path / "a" / "WRITER.lock").exists()
+    rag.save(tmp_path / "a")
+    assert rag.persist_path == tmp_path / "a"
