@@ -350,27 +350,43 @@ def _generations(root: Path) -> list[tuple[int, Path]]:
 
 
 def index_kind(directory: str | os.PathLike[str]) -> str | None:
-    """The kind of index ``directory`` holds (``"bridge"``, ...), from one manifest; None: none.
+    """The kind of index ``directory`` holds (``"bridge"``, ...), from one manifest.
 
-    The manifest read is that of the generation ``CURRENT`` names, else the newest readable one
-    (as a load falls back).
+    The manifest read is that of the generation ``CURRENT`` names, else that of the newest
+    generation whose manifest reads.
+
+    Returns:
+        The kind; ``""`` for an index whose kind cannot be read (damaged manifests, a folder
+        that cannot be listed); None where there is no index.
     """
     root = Path(directory)
-    if not root.is_dir():
+    try:
+        if not root.is_dir():
+            return None
+        current = _read_current(root)
+        kind = _manifest_kind(root / current) if current is not None else None
+        if kind is not None:
+            return kind
+        generations = [generation for _, generation in reversed(_generations(root))]
+        for generation in generations:
+            kind = _manifest_kind(generation)
+            if kind is not None:
+                return kind
+        return "" if generations or (root / CURRENT).is_file() else None
+    except OSError:
+        return ""
+
+
+def _manifest_kind(generation: Path) -> str | None:
+    """The ``kind`` a generation's manifest records (None: no readable bridge-rag manifest)."""
+    if generation.is_symlink():
         return None
-    current = _read_current(root)
-    candidates = [root / current] if current is not None else []
-    candidates += [generation for _, generation in reversed(_generations(root))]
-    for generation in candidates:
-        if generation.is_symlink():
-            continue
-        try:
-            document = json_from_bytes((generation / MANIFEST).read_bytes())
-        except (OSError, ValueError):
-            continue
-        if isinstance(document, dict) and document.get("format") == FORMAT:
-            kind = document.get("kind")
-            return str(kind) if kind is not None else None
+    try:
+        document = json_from_bytes((generation / MANIFEST).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if isinstance(document, dict) and document.get("format") == FORMAT and document.get("kind") is not None:
+        return str(document["kind"])
     return None
 
 

@@ -96,11 +96,12 @@ def index_directory(path: str | os.PathLike[str], index_name: str) -> Path:
     """The index directory a path names: itself, or the index of this kind a persist directory holds.
 
     ``from_documents(persist_directory=P)`` keeps its index in ``P/<name>``; a load and a save
-    given ``P`` both mean that folder when it holds an index of this kind and ``P`` does not.
+    given ``P`` both mean that folder when it holds an index of this kind (or a damaged one, so
+    that a load says what is wrong with it) and ``P`` does not hold one of this kind.
     """
     root = Path(path)
     inner = root / index_name
-    return inner if index_kind(inner) == index_name and index_kind(root) != index_name else root
+    return inner if index_kind(inner) in (index_name, "") and index_kind(root) != index_name else root
 
 
 def open_index(

@@ -172,9 +172,11 @@ class Follower:
         """Whether ``CURRENT`` names a generation the owner has not loaded yet.
 
         A ``CURRENT`` naming a missing generation loads the newest complete one instead (crash
-        recovery): once loaded, it is not loaded again until ``CURRENT`` changes.
+        recovery): once loaded, it is not loaded again while that generation is missing.
         """
-        return current is not None and current not in (getattr(owner, "_generation", None), self.loaded_for)
+        if current is None or current == getattr(owner, "_generation", None):
+            return False
+        return current != self.loaded_for or (self.directory / current).is_dir()
 
     def refresh(self, *, force: bool = False) -> bool:
         """Loads and switches to the directory's current generation when it is newer.

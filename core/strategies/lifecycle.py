@@ -356,7 +356,7 @@ class IndexLifecycle(Follows):
             path = index_directory(path, self.name)
         path = Path(path).absolute()  # a later chdir moves no autosave
         found = index_kind(path)
-        if found not in (None, self.name):
+        if found not in (None, "", self.name):
             raise ValueError(
                 f"{str(path)!r} holds a {found} index; save this {self.name} index to another directory "
                 f"(e.g. {str(path / self.name)!r}) rather than over it"
@@ -396,6 +396,8 @@ class IndexLifecycle(Follows):
             ).name
         if not copy:  # a copy's generation is the copy's: this object still serves its own
             self._generation, self.persist_path = generation, path
+            if follower is not None:
+                follower.loaded_for = None  # CURRENT names its own save now
             if not follows:
                 self._follow_own_saves(path)
 

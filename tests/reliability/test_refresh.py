@@ -293,6 +293,30 @@ def test_current_naming_a_missing_generation_is_recovered_and_written_over(
     worker.close()
     assert (own / "CURRENT").read_text().strip() == worker.generation
     assert "mine" in _docs_of(_reader(case, path, None))
+    other = _reader(case, path, None)  # another worker writes until that name is real
+    while (own / "CURRENT").read_text().strip() != "gen-000009":
+        name = str(other.generation)
+        other.add_documents([Document(f"Ilse Marrow sailed to Vell in {name}.", id=name)])
+    other.close()
+    assert worker.refresh() is True  # a real generation of that name is loaded
+    worker.add_documents([Document("Arvel Dalmor sailed from Vell.", id="again")])
+    worker.close()
+    assert {"mine", "again", "gen-000008"} <= _docs_of(_reader(case, path, None))
+
+
+def test_a_damaged_index_in_a_persist_directory_says_what_is_wrong(
+    case: StrategyCase, tmp_path: Path
+) -> None:
+    from core.persist import CorruptIndexError
+
+    writer, path, docs = _writer(case, tmp_path)
+    writer.delete_documents([str(docs[0].id)])  # a save after a delete keeps one generation
+    writer.close()
+    own = path / case.name
+    manifest = own / (own / "CURRENT").read_text().strip() / "manifest.json"
+    manifest.write_bytes(manifest.read_bytes()[:11])
+    with pytest.raises(CorruptIndexError, match=r"manifest\.json is truncated"):
+        _reader(case, path, None)
 
 
 def test_a_relative_directory_stays_put_when_the_process_changes_directory(
