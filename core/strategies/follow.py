@@ -212,6 +212,9 @@ class Follower:
                     getattr(owner, "_generation", None),
                 )
                 return False
+            if getattr(fresh, "_generation", None) == getattr(owner, "_generation", None):
+                self.loaded_for = current  # CURRENT names a missing generation: the same one loads
+                return False
             kept = (*_OWN, *getattr(owner, "kept_on_switch", ()))
             state = {key: value for key, value in vars(fresh).items() if key not in kept}
             self.gate.switch(lambda: vars(owner).update(state))

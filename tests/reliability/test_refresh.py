@@ -289,6 +289,7 @@ def test_current_naming_a_missing_generation_is_recovered_and_written_over(
     own = path / case.name
     (own / "CURRENT").write_text("gen-000009\n")  # a hand-edited or half-copied directory
     worker = _reader(case, path, None)
+    assert worker.refresh() is False  # nothing newer than what the load fell back to
     worker.add_documents([Document("Borin Quell charted the harbour of Vell.", id="mine")])
     worker.close()
     assert (own / "CURRENT").read_text().strip() == worker.generation
