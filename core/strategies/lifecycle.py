@@ -396,8 +396,6 @@ class IndexLifecycle(Follows):
             ).name
         if not copy:  # a copy's generation is the copy's: this object still serves its own
             self._generation, self.persist_path = generation, path
-            if follower is not None:
-                follower.loaded_for = None  # CURRENT names its own save now
             if not follows:
                 self._follow_own_saves(path)
 
