@@ -43,6 +43,7 @@ from typing import Any
 __all__ = [
     "LOCK_NAME",
     "UNREADABLE_GRACE",
+    "CatchUpError",
     "IndexLockedError",
     "WriterLock",
     "holds_lock",
@@ -65,6 +66,14 @@ _HELD_LOCK = threading.Lock()
 
 class IndexLockedError(RuntimeError):
     """Another writer holds the index directory's lock."""
+
+
+class CatchUpError(RuntimeError):
+    """A writer could not load what another worker saved since: it changes and saves nothing.
+
+    Raised where :class:`IndexLockedError` is (a change or a save of an index directory), so
+    one ``except`` handles both ways a writer is kept from writing.
+    """
 
 
 def _start_time(pid: int) -> str | None:

@@ -28,16 +28,9 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from core.persist import current_generation
-from core.writer_lock import IndexLockedError, WriterLock, holds_lock, release_locks_of
+from core.writer_lock import CatchUpError, IndexLockedError, WriterLock, holds_lock, release_locks_of
 
-__all__ = [
-    "DEFAULT_REFRESH_INTERVAL",
-    "CatchUpError",
-    "Follower",
-    "Follows",
-    "check_refresh_interval",
-    "follows_writer",
-]
+__all__ = ["DEFAULT_REFRESH_INTERVAL", "Follower", "Follows", "check_refresh_interval", "follows_writer"]
 
 #: Seconds between two checks of ``CURRENT`` by a loaded index (None or 0: see ``load``).
 DEFAULT_REFRESH_INTERVAL = 1.0
@@ -48,10 +41,6 @@ logger = logging.getLogger("bridge_rag.refresh")
 F = TypeVar("F", bound=Callable[..., Any])
 _OWN = ("_follower", "_query_gate", "_write_mutex")  # what a switch keeps: follower, gate, mutex
 _MAX_BACKOFF_S = 60.0  # longest wait before retrying a generation that failed to load
-
-
-class CatchUpError(RuntimeError):
-    """A writer could not load what another worker saved since: it changes and saves nothing."""
 
 
 def check_refresh_interval(value: object) -> float | None:

@@ -336,7 +336,7 @@ class IndexLifecycle(Follows):
 
         Raises:
             core.writer_lock.IndexLockedError: Another writer holds the directory.
-            core.strategies.follow.CatchUpError: Another worker saved a generation there that
+            core.writer_lock.CatchUpError: Another worker saved a generation there that
                 this object could not load; nothing was written over it.
 
         Warns:

@@ -239,7 +239,7 @@ def test_a_save_elsewhere_is_a_copy_and_a_save_to_the_persist_directory_is_the_i
 
 def test_a_writer_that_cannot_catch_up_writes_nothing(case: StrategyCase, tmp_path: Path) -> None:
     """A worker whose load of another's newer generation fails neither changes nor saves over it."""
-    from core.strategies.follow import CatchUpError
+    from core.writer_lock import CatchUpError
 
     writer, path, docs = _writer(case, tmp_path)
     worker = _reader(case, path, None)
