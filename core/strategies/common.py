@@ -37,6 +37,7 @@ __all__ = [
     "ORDER_KEY",
     "POSITION_KEYS",
     "check_embedder",
+    "check_new_index_directory",
     "check_query_vector",
     "collection_order",
     "default_store",
@@ -78,18 +79,39 @@ def default_store(
     share their data within a process). With one: an embedded Chroma under ``dir/chroma``.
 
     Raises:
-        FileExistsError: ``dir/index_name`` already holds an index (open it with ``load``).
+        FileExistsError: The directory already holds an index (see :func:`check_new_index_directory`).
     """
     if persist_directory is None:
         return ChunkStore.ephemeral(f"{collection_name}-{uuid.uuid4().hex[:8]}")
     root = Path(persist_directory)
-    if (root / index_name).exists():
+    check_new_index_directory(root, index_name, label)
+    root.mkdir(parents=True, exist_ok=True)
+    return ChunkStore.persistent(root / "chroma", collection_name)
+
+
+def check_new_index_directory(persist_directory: str | os.PathLike[str], index_name: str, label: str) -> None:
+    """Refuses a new build into a persist directory that already holds an index.
+
+    A build keeps its index in ``dir/index_name``; a load given ``dir`` reads ``dir`` itself
+    when it is an index (of this kind), so a build beside that index would never be read.
+
+    Raises:
+        FileExistsError: ``dir/index_name`` exists, or ``dir`` is itself a saved index (of any
+            kind, or one whose kind cannot be read); the message says to load it instead.
+    """
+    root = Path(persist_directory)
+    kind = index_kind(root)
+    if (root / index_name).exists() or kind == index_name:
         raise FileExistsError(
             f"{str(root)!r} already holds a {label} index; open it (LangChain: load, LlamaIndex: "
             "from_persist_dir) and add documents to it, or choose another persist directory"
         )
-    root.mkdir(parents=True, exist_ok=True)
-    return ChunkStore.persistent(root / "chroma", collection_name)
+    if kind is not None:
+        what = f"a saved {kind} index" if kind else "a saved index whose manifest cannot be read"
+        raise FileExistsError(
+            f"{str(root)!r} is itself {what}; a new {label} index is not built inside another "
+            "index's directory: choose another persist directory"
+        )
 
 
 def index_directory(path: str | os.PathLike[str], index_name: str) -> Path:

@@ -43,6 +43,7 @@ from core.store import ChunkStore, StoredChunks
 from core.strategies.base import check_doc_ids, check_k, check_query
 from core.strategies.common import (
     check_embedder,
+    check_new_index_directory,
     default_store,
     embed_in_batches,
     index_directory,
@@ -597,6 +598,7 @@ class IndexLifecycle(Follows):
         if not docs:
             raise ValueError("cannot build an index from an empty corpus; pass at least one document")
         if persist_directory is not None:  # one writer: taken before Chroma is touched
+            check_new_index_directory(persist_directory, self.name, self.label)
             WriterLock.acquire(Path(persist_directory) / self.name, self)
         self._index_documents(docs, first_build=True)
         if persist_directory is not None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from core.store import ChunkStore
 from core.types import Document
 from tests.reliability.cases import STRATEGIES, StrategyCase, synthetic_documents, wiring_embedder
 
@@ -373,3 +374,28 @@ def test_a_failed_first_save_keeps_no_lock(
     assert not (tmp_path / "a" / "WRITER.lock").exists()
     rag.save(tmp_path / "a")
     assert rag.persist_path == tmp_path / "a"
+
+
+@pytest.mark.filterwarnings("ignore::core.strategies.lifecycle.InMemoryStoreWarning")
+def test_a_new_build_never_hides_inside_a_saved_index(case: StrategyCase, tmp_path: Path) -> None:
+    """A persist directory that is itself an index is refused: a build there would never be loaded."""
+    other = next(c for c in STRATEGIES if c.name != case.name)
+    for kind, directory in ((case, tmp_path / "mine"), (other, tmp_path / "other")):
+        kind.build(synthetic_documents(3), embedder=wiring_embedder(), **kind.wiring_kwargs()).save(directory)
+    before = {p: sorted(x.name for x in p.iterdir()) for p in (tmp_path / "mine", tmp_path / "other")}
+    with pytest.raises(FileExistsError, match=r"already holds a .* index; open it"):
+        case.build(
+            synthetic_documents(5),
+            embedder=wiring_embedder(),
+            persist_directory=tmp_path / "mine",
+            **case.wiring_kwargs(),
+        )
+    with pytest.raises(FileExistsError, match=f"is itself a saved {other.name} index"):
+        case.build(
+            synthetic_documents(5),
+            embedder=wiring_embedder(),
+            persist_directory=tmp_path / "other",
+            store=ChunkStore.ephemeral(f"given-{case.name}"),
+            **case.wiring_kwargs(),
+        )
+    assert {p: sorted(x.name for x in p.iterdir()) for p in before} == before  # nothing written
