@@ -39,6 +39,7 @@ from langchain_core.vectorstores import VectorStoreRetriever
 from pydantic import Field, model_validator
 
 from core.confidence_fusion import (
+    DEFAULT_RANK_CONSTANT,
     DEFAULT_SCALING,
     DEFAULT_TEMPERATURE,
     RankedList,
@@ -252,12 +253,13 @@ class UncertaintyFusionRetriever(BaseRetriever):
         default=None, description="A prior weight per retriever (default equal), times its confidence."
     )
     c: float = Field(
-        default=0.0,
+        default=DEFAULT_RANK_CONSTANT,
         ge=0,
         description="Rank constant: the item at 1-based rank r contributes 1 / (r + c).",
     )
-    """The ``c`` of ``EnsembleRetriever``; 0 by default (its default of 60 flattens a short list's
-    ranks, leaving less for the confidences to weigh)."""
+    """The ``c`` of ``EnsembleRetriever``; 1 by default (its default of 60 flattens a short list's
+    ranks, leaving less for the confidences to weigh; see
+    :data:`core.confidence_fusion.DEFAULT_RANK_CONSTANT`)."""
     temperature: float = Field(
         default=DEFAULT_TEMPERATURE, gt=0, description="Softmax temperature of the confidence (z-scores)."
     )

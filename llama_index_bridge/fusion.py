@@ -45,7 +45,7 @@ class UncertaintyFusionRetriever(BaseRetriever):
         weights: A prior weight per retriever (default equal), times its confidence.
         similarity_top_k: Fused nodes returned; None: all of them.
         temperature: Softmax temperature of the confidence (on z-scores).
-        scaling: An item's contribution: ``"rank"`` (``1 / (1 + rank)``) or ``"minmax"`` (its
+        scaling: An item's contribution: ``"rank"`` (``1 / (rank + 1)``, 1-based ranks) or ``"minmax"`` (its
             score scaled to [0, 1]); see :mod:`core.confidence_fusion`.
         id_key: Metadata key identifying a node across lists; default its text (without
             metadata), so the same passage from two retrievers that give it different node

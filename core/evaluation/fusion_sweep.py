@@ -5,8 +5,9 @@ the two retrievers of the ``langchain-ensemble`` peer (LangChain's ``BM25Retriev
 ``langchain_chroma`` retriever, ``n`` each, on the benchmark's shared collection) answer every
 question once, with each retriever returning 5 results and again 10 (``bridge-rag bench``
 asks every row for 10 and reads R@5 off them); their scored lists are then fused with each
-swept scaling (``rank``, ``minmax``) and temperature (the fusion is cheap, the retrieval is
-not), and ``EnsembleRetriever`` answers the same questions. A row fuses the same lists by
+swept scaling (``rank``, at each swept rank constant ``c``, and ``minmax``) and temperature
+(the fusion is cheap, the retrieval is not), and ``EnsembleRetriever`` answers the same
+questions. A row fuses the same lists by
 rank with every confidence equal, so what the entropy weighting adds is read off. It prints
 R@k per dataset and the mean of the datasets for each setting, so one setting is chosen for
 all of them together. Quality only: latency is measured by ``bridge-rag bench``.
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from core.confidence_fusion import Scaling
+from core.confidence_fusion import DEFAULT_RANK_CONSTANT, Scaling
 from core.embed import as_embedder
 from core.evaluation.corpus import BenchContext
 from core.evaluation.embedding_cache import EmbeddingCache
@@ -32,15 +33,22 @@ __all__ = ["main", "sweep_dataset"]
 
 _DATASETS = ("hotpotqa", "musique", "2wiki")
 _TEMPERATURES = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
+#: The rank constant ``c`` of the ``rank`` scaling (``EnsembleRetriever``'s default is 60).
+_RANK_CONSTANTS = (0.0, 1.0, 2.0, 5.0, 10.0, 60.0)
 _SCALINGS: tuple[Scaling, ...] = ("rank", "minmax")
 #: Results each retriever returns: LangChain's ``k`` of 5, and 10 (what ``bridge-rag bench`` asks for).
 _LIST_LENGTHS = (5, 10)
 #: The ``rank`` fusion without the entropy weighting: what the confidence adds is the difference.
-_EQUAL = "rank, equal confidences"
+_EQUAL = f"rank c={DEFAULT_RANK_CONSTANT:g}, equal confidences"
 
 
 def _doc_ids(docs: Sequence[Any]) -> list[str]:
     return [str(d.metadata.get("doc_id") or (d.id or "").split("::")[0]) for d in docs]
+
+
+def _setting(scaling: Scaling, c: float, temperature: float) -> str:
+    rank_constant = f" c={c:g}" if scaling == "rank" else ""
+    return f"{scaling}{rank_constant} T={temperature:g}"
 
 
 def sweep_dataset(
@@ -49,6 +57,7 @@ def sweep_dataset(
     k: int,
     scalings: Sequence[Scaling] = _SCALINGS,
     list_lengths: Sequence[int] = _LIST_LENGTHS,
+    rank_constants: Sequence[float] = _RANK_CONSTANTS,
 ) -> dict[tuple[int, str], float]:
     """R@k of ``EnsembleRetriever`` and of the fusion at each setting on one dataset.
 
@@ -70,8 +79,11 @@ def sweep_dataset(
             retrievers = langchain_bm25_and_chroma(dataclasses.replace(ctx, k=n))
             ensemble = EnsembleRetriever(retrievers=retrievers, weights=[0.5, 0.5])
             fusions = {
-                f"{sc} T={t:g}": UncertaintyFusionRetriever(retrievers=retrievers, temperature=t, scaling=sc)
+                _setting(sc, c, t): UncertaintyFusionRetriever(
+                    retrievers=retrievers, temperature=t, scaling=sc, c=c
+                )
                 for sc in scalings
+                for c in (rank_constants if sc == "rank" else (0.0,))
                 for t in temperatures
             }
             any_fusion = next(iter(fusions.values()))
@@ -101,7 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     keys = list(next(iter(rows.values())))
     print(
         f"R@{args.k}; fusion over BM25Retriever + Chroma retriever (n results each); "
-        f"swept: n x scaling x temperature ({', '.join(f'{t:g}' for t in _TEMPERATURES)})"
+        f"swept: n x scaling (rank: x c in {', '.join(f'{c:g}' for c in _RANK_CONSTANTS)}) x "
+        f"temperature ({', '.join(f'{t:g}' for t in _TEMPERATURES)})"
     )
     print(
         "| n | setting | " + " | ".join(datasets) + " | mean | mean - ensemble | worst dataset - ensemble |"

@@ -40,15 +40,20 @@ def _cells(line: str) -> list[str]:
 
 def test_sweep_dataset_gives_every_setting_a_recall(data_root: Path) -> None:
     recall = sweep.sweep_dataset(
-        data_root / "tiny", temperatures=(0.25, 2.0), k=2, scalings=("rank", "minmax"), list_lengths=(2, 4)
+        data_root / "tiny",
+        temperatures=(0.25, 2.0),
+        k=2,
+        scalings=("rank", "minmax"),
+        list_lengths=(2, 4),
+        rank_constants=(1.0, 60.0),
     )
-    swept = {f"{scaling} T={t}" for scaling in ("rank", "minmax") for t in ("0.25", "2")}
-    settings = {"ensemble", "rank, equal confidences", *swept}
+    ranks = {f"rank c={c} T={t}" for c in ("1", "60") for t in ("0.25", "2")}
+    settings = {"ensemble", "rank c=1, equal confidences", "minmax T=0.25", "minmax T=2", *ranks}
     assert set(recall) == {(n, s) for n in (2, 4) for s in settings}
     assert all(0.0 <= value <= 1.0 for value in recall.values())
     # Two of the four questions are one-hop and answered by both retrievers' first result.
     assert recall[2, "ensemble"] >= 0.5
-    assert recall[2, "rank T=0.25"] >= 0.5
+    assert recall[2, "rank c=1 T=0.25"] >= 0.5
 
 
 def test_fusion_sweep_prints_one_row_per_setting_with_its_gain(data_root: Path, capsys: Any) -> None:
@@ -56,7 +61,8 @@ def test_fusion_sweep_prints_one_row_per_setting_with_its_gain(data_root: Path, 
     out = capsys.readouterr().out
     assert "| n | setting | tiny | mean | mean - ensemble | worst dataset - ensemble |" in out
     rows = [_cells(line) for line in out.splitlines() if re.match(r"\| (5|10) \|", line)]
-    expected = 2 + len(sweep._SCALINGS) * len(sweep._TEMPERATURES)
+    # ensemble, equal confidences, then rank at every c and minmax, each at every temperature
+    expected = 2 + (len(sweep._RANK_CONSTANTS) + 1) * len(sweep._TEMPERATURES)
     assert len(rows) == expected * len(sweep._LIST_LENGTHS)
     for n, _setting, value, mean, gain, worst in rows:
         ensemble = next(r for r in rows if r[0] == n and r[1] == "ensemble")

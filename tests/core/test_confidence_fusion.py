@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.confidence_fusion import RankedList, fuse_ranked_lists, list_confidences
+from core.confidence_fusion import DEFAULT_RANK_CONSTANT, RankedList, fuse_ranked_lists, list_confidences
 
 
 def test_a_peaked_list_outweighs_a_flat_one() -> None:
@@ -65,7 +65,8 @@ def test_rank_scaling_gives_every_place_its_reciprocal_rank_times_the_confidence
     (conf,) = list_confidences([li])
     fused, _ = fuse_ranked_lists([li])  # the default scaling: rank
     assert [f.key for f in fused] == ["a", "b", "c", "d", "e"]
-    assert [f.score for f in fused] == pytest.approx([conf / (1 + r) for r in range(5)], rel=1e-6)
+    rank_scores = [conf / (rank + DEFAULT_RANK_CONSTANT) for rank in range(1, 6)]
+    assert [f.score for f in fused] == pytest.approx(rank_scores, rel=1e-6)
     assert fused[-1].score > 0, "the last place still counts"
     by_score, _ = fuse_ranked_lists([li], scaling="minmax")
     assert by_score[-1].score == 0.0
@@ -78,7 +79,7 @@ def test_with_equal_confidences_rank_scaling_is_reciprocal_rank_fusion() -> None
     a = RankedList(["x", "y", "z"], [3.0, 2.0, 1.0])
     b = RankedList(["z", "y", "x"], [3.0, 2.0, 1.0])  # the same shape: the same confidence
     c = RankedList(["y", "w"], [1.0, 0.0])
-    fused, conf = fuse_ranked_lists([a, b], weights=[1.0, 1.0])
+    fused, conf = fuse_ranked_lists([a, b], weights=[1.0, 1.0], c=0)
     assert conf[0] == pytest.approx(conf[1])
     rrf = {"x": 1 + 1 / 3, "y": 1 / 2 + 1 / 2, "z": 1 / 3 + 1}
     assert {f.key: f.score for f in fused} == pytest.approx({key: conf[0] * v for key, v in rrf.items()})

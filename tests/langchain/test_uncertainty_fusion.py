@@ -174,7 +174,11 @@ def test_c_and_weights_are_checked_and_c_reaches_the_fusion() -> None:
     steep = UncertaintyFusionRetriever(retrievers=[bm25]).invoke("River Tessel")
     ratio = [d.metadata["fusion_score"] / flat[0].metadata["fusion_score"] for d in flat]
     assert ratio == pytest.approx([61 / 61, 61 / 62, 61 / 63])
-    assert steep[2].metadata["fusion_score"] / steep[0].metadata["fusion_score"] == pytest.approx(1 / 3)
+    assert steep[2].metadata["fusion_score"] / steep[0].metadata["fusion_score"] == pytest.approx(
+        2 / 4
+    )  # c=1
+    steepest = UncertaintyFusionRetriever(retrievers=[bm25], c=0).invoke("River Tessel")
+    assert steepest[2].metadata["fusion_score"] / steepest[0].metadata["fusion_score"] == pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="greater than or equal to 0"):
         UncertaintyFusionRetriever(retrievers=[bm25], c=-1)
     with pytest.raises(ValueError, match="finite and >= 0"):
