@@ -11,14 +11,13 @@ skipped, one that raises is reported; the others' figures still come.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Unpack
 
 from core.evaluation.metrics import Dataset
 from core.evaluation.registry import DEFAULT_STRATEGIES
 from core.evaluation.result import ComparisonResult
-from core.evaluation.runner import run_suite
-from core.evaluation.shapes import CorpusShape
+from core.evaluation.runner import RunOptions, run_suite
 from core.evaluation.suite import Suite, Variant, Versus
 
 __all__ = ["ComparisonResult", "comparison_suite", "run_comparison"]
@@ -65,14 +64,8 @@ def run_comparison(
     *,
     strategies: Sequence[str] | None = None,
     k: int = 5,
-    sample: int | None = None,
-    seed: int = 0,
-    embedder: Any = None,
     ragas: bool = True,
-    llm: Any = None,
-    show_progress: bool = True,
-    notice: Callable[[str], None] | None = None,
-    shape: CorpusShape | None = None,
+    **options: Unpack[RunOptions],
 ) -> ComparisonResult:
     """Builds and measures every requested strategy over the same data in one run.
 
@@ -83,15 +76,10 @@ def run_comparison(
             Those that cannot run here (a missing framework, a module that does not import)
             are skipped with a notice.
         k: Results per question; the metrics are taken at k.
-        sample: Answer a seeded sample of this many questions (None: all).
-        seed: Corpus shuffle seed and question sample seed.
-        embedder: Anything :func:`core.embed.as_embedder` accepts; None = all-MiniLM-L6-v2.
         ragas: Also compute the RAGAS metrics (skipped with a notice if ragas is missing).
-        llm: Optional LLM (LangChain, LlamaIndex or ragas) for the RAGAS LLM metrics.
-        show_progress: Show progress bars.
-        notice: Where notices go (default: stderr).
-        shape: How the passages become documents (titles in metadata and text, in the text
-            only or nowhere; one document per passage or grouped); default the dev corpora's.
+        **options: How the run goes (:class:`~core.evaluation.runner.RunOptions`: ``sample``,
+            ``seed``, ``embedder``, ``llm`` for the RAGAS LLM metrics, ``show_progress``,
+            ``notice``, ``shape``).
 
     Returns:
         The figures.
@@ -102,14 +90,4 @@ def run_comparison(
             name, no strategy able to run, or a bad ``k`` or ``sample``.
         TypeError: ``k`` is not an int.
     """
-    return run_suite(
-        dataset,
-        comparison_suite(strategies, k=k, ragas=ragas),
-        sample=sample,
-        seed=seed,
-        embedder=embedder,
-        llm=llm,
-        show_progress=show_progress,
-        notice=notice,
-        shape=shape,
-    )
+    return run_suite(dataset, comparison_suite(strategies, k=k, ragas=ragas), **options)

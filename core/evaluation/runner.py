@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from tqdm.auto import tqdm
 
@@ -321,6 +321,30 @@ class Session:
 # ---------------------------------------------------------------------- the run
 
 
+class RunOptions(TypedDict, total=False):
+    """How :func:`run_suite` runs, beside what it measures (every key optional).
+
+    Attributes:
+        sample: Answer a seeded sample of this many questions (None: all).
+        seed: Corpus shuffle seed and question sample seed (default 0).
+        embedder: Anything :func:`core.embed.as_embedder` accepts; None = all-MiniLM-L6-v2.
+        llm: Optional LLM (LangChain, LlamaIndex or ragas) for the RAGAS LLM metrics.
+        show_progress: Show progress bars (default True).
+        notice: Where notices go (default: stderr).
+        shape: How the passages become documents (:class:`~core.evaluation.shapes.CorpusShape`:
+            where the titles go, one document per passage or grouped); default the dev
+            corpora's own shape.
+    """
+
+    sample: int | None
+    seed: int
+    embedder: Any
+    llm: Any
+    show_progress: bool
+    notice: Notice | None
+    shape: CorpusShape | None
+
+
 def run_suite(
     dataset: str | os.PathLike[str] | Dataset,
     suite: Suite,
@@ -339,15 +363,13 @@ def run_suite(
         dataset: A dataset directory (``corpus.jsonl`` + ``questions.jsonl``) or a
             :class:`~core.evaluation.metrics.Dataset`.
         suite: What to measure.
-        sample: Answer a seeded sample of this many questions (None: all).
+        sample: See :class:`RunOptions` (as are the other keyword arguments).
         seed: Corpus shuffle seed and question sample seed.
-        embedder: Anything :func:`core.embed.as_embedder` accepts; None = all-MiniLM-L6-v2.
-        llm: Optional LLM (LangChain, LlamaIndex or ragas) for the RAGAS LLM metrics.
+        embedder: The model (default all-MiniLM-L6-v2).
+        llm: Optional LLM for the RAGAS LLM metrics.
         show_progress: Show progress bars.
         notice: Where notices go (default: stderr).
-        shape: How the passages become documents (:class:`~core.evaluation.shapes.CorpusShape`:
-            where the titles go, one document per passage or grouped); default the dev
-            corpora's own shape.
+        shape: How the passages become documents (default the dev corpora's own shape).
 
     Returns:
         The figures.
@@ -418,18 +440,7 @@ def run_suite(
     )
     _fill_rows(result, suite, questions, session.measured, attribution)
     if suite.ragas:
-        _add_ragas(
-            result,
-            data,
-            questions,
-            session.measured,
-            llm=llm,
-            embedder=emb,
-            say=say,
-            show_progress=show_progress,
-            ids_of=attribution,
-            shape=shape,
-        )
+        _add_ragas(result, data, session, llm=llm, ids_of=attribution, shape=shape)
     return result
 
 
@@ -468,16 +479,14 @@ def _fill_rows(
 def _add_ragas(
     result: ComparisonResult,
     data: Dataset,
-    questions: Sequence[Question],
-    measured: Sequence[Measured],
+    session: Session,
     *,
     llm: Any,
-    embedder: EmbeddingCache,
-    say: Notice,
-    show_progress: bool,
     ids_of: PassageAttribution,
     shape: CorpusShape,
 ) -> None:
+    """The RAGAS metrics of every row the session measured, added to ``result``."""
+    say, ctx = session.say, session.ctx
     try:
         from core.evaluation.ragas_eval import evaluate_retrieval
     except ImportError as exc:  # pragma: no cover - ragas ships with the eval extra
@@ -485,16 +494,16 @@ def _add_ragas(
         return
     passages = {p["id"]: shape.passage_text(p) for p in data.passages}
     by_name = {r["strategy"]: r for r in result.rows}
-    for m in tqdm(measured, desc="ragas", file=sys.stderr, disable=not show_progress):
+    for m in tqdm(session.measured, desc="ragas", file=sys.stderr, disable=not ctx.show_progress):
         name = m.variant.name
         try:
             scores = evaluate_retrieval(
-                questions,
+                session.questions,
                 m.run.results,
                 passages,
                 k=result.k,
                 llm=llm,
-                embedder=embedder.inner,
+                embedder=ctx.embedder.inner,
                 ids_of=ids_of,
             )
         except ImportError as exc:
