@@ -133,9 +133,18 @@ def open_index(
 
     Returns:
         ``(root, index_dir, generation, meta, files)``: ``generation`` names the one loaded.
+
+    Raises:
+        ValueError: ``path`` holds no index, and its ``index_name`` folder holds another kind.
     """
     root = Path(path)
     index_dir = index_directory(root, index_name)
+    inner_kind = index_kind(root / index_name) if index_dir == root else None
+    if inner_kind and inner_kind != index_name and index_kind(root) is None:
+        raise ValueError(
+            f"{str(root / index_name)!r} holds a {inner_kind} index, not a {index_name} one; open it "
+            f"with the {inner_kind} strategy's load, or give the directory of a {index_name} index"
+        )
     generation, meta, files = load_index_generation(
         index_dir, kind=kind, version=version, memory_map=memory_map
     )

@@ -399,3 +399,13 @@ def test_a_new_build_never_hides_inside_a_saved_index(case: StrategyCase, tmp_pa
             **case.wiring_kwargs(),
         )
     assert {p: sorted(x.name for x in p.iterdir()) for p in before} == before  # nothing written
+
+
+@pytest.mark.filterwarnings("ignore::core.strategies.lifecycle.InMemoryStoreWarning")
+def test_a_load_names_the_kind_a_strategy_folder_holds(case: StrategyCase, tmp_path: Path) -> None:
+    """``P/<name>`` holding another strategy's index is named as such, not reported as no index."""
+    other = next(c for c in STRATEGIES if c.name != case.name)
+    foreign = other.build(synthetic_documents(3), embedder=wiring_embedder(), **other.wiring_kwargs())
+    foreign.save(tmp_path / "P" / case.name)
+    with pytest.raises(ValueError, match=f"holds a {other.name} index, not a {case.name} one"):
+        _reader(case, tmp_path / "P", None)
