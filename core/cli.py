@@ -608,7 +608,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (CommandError, ValueError, FileNotFoundError, TypeError, IndexLockedError) as exc:
+    except (CommandError, ValueError, FileNotFoundError, FileExistsError, TypeError, IndexLockedError) as exc:
         print(strip_terminal_controls(f"bridge-rag {args.command}: error: {exc}"), file=sys.stderr)
         return 2
 

@@ -32,7 +32,7 @@ from core.files import (
     discover_files,
     read_file,
 )
-from core.persist import current_generation
+from core.persist import current_generation, index_kind
 from core.sources import ReadSettings, SourceEntry, SourcesRecord, read_sources, write_sources
 from core.terminal import strip_terminal_controls
 from core.types import Document
@@ -458,6 +458,12 @@ def _already_indexed(index_dir: Path) -> str | None:
     if record is not None:
         _check_saved(index_dir, record.strategy, record)  # an interrupted first build: say so
         return f"already holds a {record.strategy} index"
+    kind = index_kind(index_dir)
+    if kind is not None:  # saved by the library's save(): --update cannot follow files into it
+        raise CommandError(
+            f"{index_dir} is itself a saved {kind or 'bridge-rag'} index (written by a save(), not by "
+            "`bridge-rag index`); choose another --index"
+        )
     found = detect_strategy(index_dir, None) or next(
         (n for n in KNOWN_INDEX_NAMES if (index_dir / n).exists()), None
     )

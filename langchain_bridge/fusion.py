@@ -257,9 +257,8 @@ class UncertaintyFusionRetriever(BaseRetriever):
         ge=0,
         description="Rank constant: the item at 1-based rank r contributes 1 / (r + c).",
     )
-    """The ``c`` of ``EnsembleRetriever``; 1 by default (its default of 60 flattens a short list's
-    ranks, leaving less for the confidences to weigh; see
-    :data:`core.confidence_fusion.DEFAULT_RANK_CONSTANT`)."""
+    """The ``c`` of ``EnsembleRetriever``; 1 by default (its 60 flattens a short list's ranks, leaving
+    the confidences less to weigh: :data:`core.confidence_fusion.DEFAULT_RANK_CONSTANT`)."""
     temperature: float = Field(
         default=DEFAULT_TEMPERATURE, gt=0, description="Softmax temperature of the confidence (z-scores)."
     )

@@ -79,38 +79,40 @@ def default_store(
     share their data within a process). With one: an embedded Chroma under ``dir/chroma``.
 
     Raises:
-        FileExistsError: The directory already holds an index (see :func:`check_new_index_directory`).
+        FileExistsError: ``dir/index_name`` already holds an index (open it with ``load``), or
+            ``dir`` is itself a saved index (:func:`check_new_index_directory`).
     """
     if persist_directory is None:
         return ChunkStore.ephemeral(f"{collection_name}-{uuid.uuid4().hex[:8]}")
     root = Path(persist_directory)
-    check_new_index_directory(root, index_name, label)
-    root.mkdir(parents=True, exist_ok=True)
-    return ChunkStore.persistent(root / "chroma", collection_name)
-
-
-def check_new_index_directory(persist_directory: str | os.PathLike[str], index_name: str, label: str) -> None:
-    """Refuses a new build into a persist directory that already holds an index.
-
-    A build keeps its index in ``dir/index_name``; a load given ``dir`` reads ``dir`` itself
-    when it is an index (of this kind), so a build beside that index would never be read.
-
-    Raises:
-        FileExistsError: ``dir/index_name`` exists, or ``dir`` is itself a saved index (of any
-            kind, or one whose kind cannot be read); the message says to load it instead.
-    """
-    root = Path(persist_directory)
-    kind = index_kind(root)
-    if (root / index_name).exists() or kind == index_name:
+    if (root / index_name).exists():
         raise FileExistsError(
             f"{str(root)!r} already holds a {label} index; open it (LangChain: load, LlamaIndex: "
             "from_persist_dir) and add documents to it, or choose another persist directory"
         )
+    check_new_index_directory(root, label)
+    root.mkdir(parents=True, exist_ok=True)
+    return ChunkStore.persistent(root / "chroma", collection_name)
+
+
+def check_new_index_directory(persist_directory: str | os.PathLike[str], label: str) -> None:
+    """Refuses a build into a persist directory that is itself a saved index.
+
+    A build keeps its index in ``dir/<name>``, but a load given ``dir`` reads ``dir`` itself
+    when it is an index, so a build there would never be read. (A build into a directory
+    whose ``dir/<name>`` holds an index is a rebuild of it: a new generation.)
+
+    Raises:
+        FileExistsError: ``dir`` is a saved index (of any kind, or one whose kind cannot be
+            read).
+    """
+    root = Path(persist_directory)
+    kind = index_kind(root)
     if kind is not None:
         what = f"a saved {kind} index" if kind else "a saved index whose manifest cannot be read"
         raise FileExistsError(
             f"{str(root)!r} is itself {what}; a new {label} index is not built inside another "
-            "index's directory: choose another persist directory"
+            "index's directory: open that one with load, or choose another persist directory"
         )
 
 

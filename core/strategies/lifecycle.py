@@ -377,7 +377,9 @@ class IndexLifecycle(Follows):
         """Writes the new generation to ``path``; the object's own directory follows its saves."""
         follower = self._follower
         follows = follower is not None and follower.directory.resolve() == path.resolve()
-        with self._lock:
+        # As a query does: a follower's switch to a newer generation (a copy takes no lock that
+        # would keep it away) waits, so the files written are all of one generation.
+        with self._gate().query(), self._lock:
             files = {**self._table.to_files(), **self._index_files()}
             meta = {
                 "config": self.config.to_dict(),
@@ -450,6 +452,8 @@ class IndexLifecycle(Follows):
         Raises:
             TypeError: An option that is neither a model nor a setting of the strategy.
             ValueError: Empty corpus, documents without text, or duplicate document ids.
+            FileExistsError: ``persist_directory`` already holds this strategy's index (and no
+                ``store`` was given: open it with ``load``), or is itself a saved index.
         """
         docs = list(documents)
         settings, models = cls._settings_and_models(config, options)  # checked before a store is made
@@ -598,7 +602,7 @@ class IndexLifecycle(Follows):
         if not docs:
             raise ValueError("cannot build an index from an empty corpus; pass at least one document")
         if persist_directory is not None:  # one writer: taken before Chroma is touched
-            check_new_index_directory(persist_directory, self.name, self.label)
+            check_new_index_directory(persist_directory, self.label)
             WriterLock.acquire(Path(persist_directory) / self.name, self)
         self._index_documents(docs, first_build=True)
         if persist_directory is not None:

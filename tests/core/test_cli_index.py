@@ -236,6 +236,28 @@ def test_index_into_an_existing_index_without_update_exits_2(
     assert (index / SOURCES_FILE).read_bytes() == before
 
 
+def test_index_into_a_directory_saved_by_the_library_exits_2(
+    built: tuple[Path, Path, subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    """A folder that is itself a library ``save()`` is refused with a message, not a traceback."""
+    from core.entities import RuleBasedEntityExtractor
+    from core.strategies.bridge import BridgeRAG
+    from tests.core.conftest import hash_embedder
+
+    corpus, _, _ = built
+    docs = [Document("Oskar Halden founded an institute in Tromso.", id="d1")]
+    rag = BridgeRAG.from_documents(
+        docs, embedder=hash_embedder(), entity_extractor=RuleBasedEntityExtractor()
+    )
+    rag.save(tmp_path / "saved")
+    before = sorted(p.name for p in (tmp_path / "saved").iterdir())
+    result = cli("index", str(corpus), "--index", str(tmp_path / "saved"))
+    assert result.returncode == 2
+    assert "is itself a saved bridge index" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert sorted(p.name for p in (tmp_path / "saved").iterdir()) == before
+
+
 def test_bad_filters_exit_2(built: tuple[Path, Path, subprocess.CompletedProcess[str]]) -> None:
     _, index, _ = built
     result = cli("query", str(index), "violin", "--filter", '{"source": ')

@@ -298,3 +298,22 @@ def test_simultaneous_replaces_leave_exactly_one_build(tmp_path: Path) -> None:
         with won[0].build_claim():
             won[0].add(["w"], ["the winner's row"], np.ones((1, 4), dtype=np.float32), [{}])
         assert sorted(c.name for c in app.client.list_collections()) == ["app", "app_umg"]
+
+
+def test_a_rebuild_into_its_persist_directory_is_a_new_generation(tmp_path: Path) -> None:
+    """An app that rebuilds at every start keeps its index; a directory that is an index is refused first."""
+    store = _seed(ChunkStore.persistent(tmp_path / "chroma", unique_name("app")))
+    first = _build(store, persist_directory=tmp_path / "index")
+    generation = first.generation
+    first.close()
+    again = _build(store, persist_directory=tmp_path / "index")  # a new generation of the same index
+    assert again.generation != generation
+    again.close()
+    loaded = UMGRAG.load(tmp_path / "index", embedder=hash_embedder(), refresh_interval=None)
+    assert loaded.num_units == again.num_units
+    side = store.sibling(f"{store.name}_umg")
+    assert side.count() == again.num_units
+    loaded.save(tmp_path / "saved")  # a directory that is itself an index
+    with pytest.raises(FileExistsError, match="is itself a saved umg index"):
+        _build(store, persist_directory=tmp_path / "saved")
+    assert side.count() == again.num_units, "the side collection was replaced before the refusal"

@@ -383,7 +383,7 @@ def test_a_new_build_never_hides_inside_a_saved_index(case: StrategyCase, tmp_pa
     for kind, directory in ((case, tmp_path / "mine"), (other, tmp_path / "other")):
         kind.build(synthetic_documents(3), embedder=wiring_embedder(), **kind.wiring_kwargs()).save(directory)
     before = {p: sorted(x.name for x in p.iterdir()) for p in (tmp_path / "mine", tmp_path / "other")}
-    with pytest.raises(FileExistsError, match=r"already holds a .* index; open it"):
+    with pytest.raises(FileExistsError, match=f"is itself a saved {case.name} index"):
         case.build(
             synthetic_documents(5),
             embedder=wiring_embedder(),
@@ -409,3 +409,33 @@ def test_a_load_names_the_kind_a_strategy_folder_holds(case: StrategyCase, tmp_p
     foreign.save(tmp_path / "P" / case.name)
     with pytest.raises(ValueError, match=f"holds a {other.name} index, not a {case.name} one"):
         _reader(case, tmp_path / "P", None)
+
+
+def test_a_copy_saved_while_the_object_switches_holds_one_generation(
+    case: StrategyCase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A switch to a newer generation waits for a copy's snapshot, as it waits for a query."""
+    writer, path, docs = _writer(case, tmp_path)
+    reader = _reader(case, path, None)
+    late = synthetic_documents(2, prefix="late")
+    writer.add_documents(late)  # a newer generation for the reader to switch to
+    real = type(reader)._index_files
+    switched: list[bool] = []
+
+    def index_files(self: Any) -> dict[str, bytes]:
+        if self is reader and not switched:  # mid-snapshot: the table is read, the rest not yet
+            refresh = threading.Thread(target=lambda: switched.append(reader.refresh()))
+            refresh.start()
+            refresh.join(0.5)
+        return real(self)
+
+    monkeypatch.setattr(type(reader), "_index_files", index_files)
+    reader.save(tmp_path / "copy")
+    monkeypatch.undo()
+    deadline = time.monotonic() + 10
+    while not switched and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert switched == [True], "the switch ran after the snapshot"
+    copy = _reader(case, tmp_path / "copy", None)  # its files agree with each other
+    assert _docs_of(copy) == {str(d.id) for d in docs}  # the generation the copy began with
+    assert _docs_of(reader) == {str(d.id) for d in [*docs, *late]}

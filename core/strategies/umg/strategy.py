@@ -50,6 +50,7 @@ from core.strategies.common import (
     CHUNK_KEYS,
     DOC_ID_KEY,
     EMPTY_COLLECTION,
+    check_new_index_directory,
     check_query_vector,
     documents_from_chunks,
     embed_in_batches,
@@ -277,8 +278,12 @@ class UMGRAG(IndexLifecycle):
             ValueError: The collection is empty or holds no text, its dimension differs from
                 the embedder's, or an ``llm`` was given.
             core.store.BuildInProgressError: Another build of the side collection is running.
+            FileExistsError: ``persist_directory`` is itself a saved index (checked before the
+                side collection is touched; its ``umg`` folder is rebuilt as a new generation).
         """
         cls._models(cls._split_options(options)[0])  # a bad model fails before anything is read
+        if options.get("persist_directory") is not None:  # refused before the side collection is replaced
+            check_new_index_directory(options["persist_directory"], cls.label)
         emb = as_embedder(embedder)
         stored = store.get(include_embeddings=False)
         if not stored.ids:
