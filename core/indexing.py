@@ -557,10 +557,18 @@ def _load_kwargs(cls: Any) -> dict[str, Any]:
     return {"refresh_interval": None} if "refresh_interval" in params else {}
 
 
-def not_an_index(index_dir: Path) -> CommandError:
-    """The error for a directory that holds no index."""
+def not_an_index(index_dir: Path, what: str = "") -> CommandError:
+    """The error for a directory that holds no index the command can use (``what``: why not)."""
+    kind = index_kind(index_dir)
+    if kind is not None:  # a library save(): no sources record, so not the CLI's to manage
+        return CommandError(
+            f"{index_dir} is a {kind or 'bridge-rag'} index saved by the library (save()), not by "
+            "`bridge-rag index`: open it in Python with that strategy's load(), or build a "
+            "command-line index into another --index"
+        )
     return CommandError(
-        f"{index_dir} is not a bridge-rag index; build one with `bridge-rag index PATH --index {index_dir}`"
+        f"{index_dir} is not a bridge-rag index{what}; build one with "
+        f"`bridge-rag index PATH --index {index_dir}`"
     )
 
 
@@ -597,10 +605,7 @@ def _update(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary
     record = read_sources(index_dir) if index_dir.is_dir() else None
     name = detect_strategy(index_dir, record) if index_dir.is_dir() else None
     if name is None:
-        raise CommandError(
-            f"{index_dir} is not a bridge-rag index, so there is nothing to --update; build one with "
-            f"`bridge-rag index PATH --strategy bridge --index {index_dir}`"
-        )
+        raise not_an_index(index_dir, ", so there is nothing to --update")
     if options.strategy is not None and options.strategy != name:
         raise CommandError(
             f"{index_dir} holds a {name} index, not {options.strategy}; drop --strategy or build a "

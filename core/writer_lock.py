@@ -281,6 +281,21 @@ def holds_lock(owner: object, directory: str | os.PathLike[str]) -> bool:
     return held is not None and held._owned_by(owner)
 
 
+def check_no_writer(directory: str | os.PathLike[str]) -> None:
+    """Refuses, without taking anything, when a live writer holds the lock of ``directory``.
+
+    For work that must not start while another writer runs (a rebuild that replaces data the
+    writer uses); the lock itself is taken later, by :meth:`WriterLock.acquire`.
+
+    Raises:
+        IndexLockedError: A live writer holds it (its pid and host are named).
+    """
+    root = Path(directory).resolve()
+    owner = lock_owner(root)
+    if owner is not None and not owner_gone(owner):
+        raise IndexLockedError(_locked_message(root, owner))
+
+
 def release_locks_of(owner: object) -> int:
     """Releases every writer lock ``owner`` holds in this process; returns how many."""
     with _HELD_LOCK:

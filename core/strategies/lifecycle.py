@@ -29,7 +29,7 @@ import os
 import threading
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple, TypeVar, cast
 
@@ -377,25 +377,25 @@ class IndexLifecycle(Follows):
         """Writes the new generation to ``path``; the object's own directory follows its saves."""
         follower = self._follower
         follows = follower is not None and follower.directory.resolve() == path.resolve()
-        # As a query does: a follower's switch to a newer generation (a copy takes no lock that
-        # would keep it away) waits, so the files written are all of one generation.
-        with self._gate().query(), self._lock:
-            files = {**self._table.to_files(), **self._index_files()}
-            meta = {
-                "config": self.config.to_dict(),
-                "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
-                "store": None
-                if self.store is None
-                else {"collection": self.store.name, "location": jsonable(self.store.location)},
-                **self._manifest(),
-            }
+        # The snapshot (bytes) is taken as a query reads: a follower's switch to a newer
+        # generation (a copy takes no lock that would keep it away) waits for it, so the files
+        # are all of one generation. The write then holds back no switch (nor the queries
+        # behind one), only other saves and changes (the lock), so generations stay in order.
+        with ExitStack() as held:
+            with self._gate().query():
+                held.enter_context(self._lock)
+                files = {**self._table.to_files(), **self._index_files()}
+                meta = {
+                    "config": self.config.to_dict(),
+                    "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
+                    "store": None
+                    if self.store is None
+                    else {"collection": self.store.name, "location": jsonable(self.store.location)},
+                    **self._manifest(),
+                }
+                keep_previous = not self._table.has_dead_rows
             generation = save_index(
-                path,
-                files,
-                meta,
-                kind=self.name,
-                version=self.index_version,
-                keep_previous=not self._table.has_dead_rows,
+                path, files, meta, kind=self.name, version=self.index_version, keep_previous=keep_previous
             ).name
         if not copy:  # a copy's generation is the copy's: this object still serves its own
             self._generation, self.persist_path = generation, path

@@ -255,6 +255,12 @@ def test_index_into_a_directory_saved_by_the_library_exits_2(
     assert result.returncode == 2
     assert "is itself a saved bridge index" in result.stderr
     assert "Traceback" not in result.stderr
+    update = cli("index", str(corpus), "--update", "--index", str(tmp_path / "saved"))
+    query = cli("query", str(tmp_path / "saved"), "Who founded the institute?")
+    for other in (update, query):  # neither sends the user back to the refused build
+        assert other.returncode == 2
+        assert "saved by the library (save())" in other.stderr
+        assert "Traceback" not in other.stderr
     assert sorted(p.name for p in (tmp_path / "saved").iterdir()) == before
 
 

@@ -317,3 +317,18 @@ def test_a_rebuild_into_its_persist_directory_is_a_new_generation(tmp_path: Path
     with pytest.raises(FileExistsError, match="is itself a saved umg index"):
         _build(store, persist_directory=tmp_path / "saved")
     assert side.count() == again.num_units, "the side collection was replaced before the refusal"
+
+
+def test_a_rebuild_while_a_writer_holds_the_index_touches_nothing(tmp_path: Path) -> None:
+    """A live writer's side collection is not replaced by a rebuild that its lock then refuses."""
+    from core.writer_lock import IndexLockedError
+
+    store = _seed(ChunkStore.persistent(tmp_path / "chroma", unique_name("app")))
+    writer = _build(store, persist_directory=tmp_path / "index")  # keeps its writer lock
+    side = store.sibling(f"{store.name}_umg")
+    rows = side.count()
+    with pytest.raises(IndexLockedError, match="is being written by"):
+        _build(store, persist_directory=tmp_path / "index")
+    assert side.count() == rows
+    writer.add_documents([Document("Galen Orm founded the Vesk Guild in 1850.", id="doc-late")])
+    assert side.count() > rows

@@ -439,3 +439,39 @@ def test_a_copy_saved_while_the_object_switches_holds_one_generation(
     copy = _reader(case, tmp_path / "copy", None)  # its files agree with each other
     assert _docs_of(copy) == {str(d.id) for d in docs}  # the generation the copy began with
     assert _docs_of(reader) == {str(d.id) for d in [*docs, *late]}
+
+
+def test_a_copys_write_holds_back_no_switch(
+    case: StrategyCase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the snapshot holds a switch back: while the copy is written, the object switches and serves."""
+    from core.strategies import lifecycle
+
+    writer, path, docs = _writer(case, tmp_path)
+    reader = _reader(case, path, None)
+    late = synthetic_documents(2, prefix="late")
+    writer.add_documents(late)
+    real, writing, release = lifecycle.save_index, threading.Event(), threading.Event()
+
+    def slow_save(directory: Path, *args: Any, **kwargs: Any) -> Any:
+        if Path(directory).name == "copy":
+            writing.set()
+            assert release.wait(30), "the test never released the copy's write"
+        return real(directory, *args, **kwargs)
+
+    monkeypatch.setattr(lifecycle, "save_index", slow_save)
+    copier = threading.Thread(target=reader.save, args=(tmp_path / "copy",))
+    copier.start()
+    try:
+        assert writing.wait(30)
+        switched: list[bool] = []
+        refresh = threading.Thread(target=lambda: switched.append(reader.refresh()))
+        refresh.start()
+        refresh.join(10)
+        assert switched == [True], "the switch waited for the copy's write"
+        assert _docs_of(reader) == {str(d.id) for d in [*docs, *late]}
+    finally:
+        release.set()
+        copier.join(30)
+    monkeypatch.undo()
+    assert _docs_of(_reader(case, tmp_path / "copy", None)) == {str(d.id) for d in docs}

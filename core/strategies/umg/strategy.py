@@ -25,6 +25,7 @@ import time
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -70,6 +71,7 @@ from core.strategies.umg.sparse import BM25Expert, SpladeExpert
 from core.strategies.umg.uncertainty import entropy_confidence, minmax_normalize, standardize
 from core.strategies.umg.units import UnitTable, build_units
 from core.types import Document, Retrieved
+from core.writer_lock import check_no_writer
 
 __all__ = ["UMGRAG", "UMGConfig"]
 
@@ -280,10 +282,13 @@ class UMGRAG(IndexLifecycle):
             core.store.BuildInProgressError: Another build of the side collection is running.
             FileExistsError: ``persist_directory`` is itself a saved index (checked before the
                 side collection is touched; its ``umg`` folder is rebuilt as a new generation).
+            core.writer_lock.IndexLockedError: A live writer holds that ``umg`` folder (checked
+                before the side collection is touched, too).
         """
         cls._models(cls._split_options(options)[0])  # a bad model fails before anything is read
         if options.get("persist_directory") is not None:  # refused before the side collection is replaced
             check_new_index_directory(options["persist_directory"], cls.label)
+            check_no_writer(Path(options["persist_directory"]) / cls.name)
         emb = as_embedder(embedder)
         stored = store.get(include_embeddings=False)
         if not stored.ids:
