@@ -377,6 +377,20 @@ def index_kind(directory: str | os.PathLike[str]) -> str | None:
         return ""
 
 
+def current_meta(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The ``meta`` the manifest of the generation ``CURRENT`` names records (None: unreadable)."""
+    root = Path(directory)
+    current = _read_current(root)
+    if current is None or (root / current).is_symlink():
+        return None
+    try:
+        document = json_from_bytes((root / current / MANIFEST).read_bytes())
+    except (OSError, ValueError):
+        return None
+    meta = document.get("meta") if isinstance(document, dict) else None
+    return meta if isinstance(meta, dict) else None
+
+
 def _manifest_kind(generation: Path) -> str | None:
     """The ``kind`` a generation's manifest records (None: no readable bridge-rag manifest)."""
     if generation.is_symlink():

@@ -22,7 +22,7 @@ import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from core.embed import Embedder
-from core.persist import IndexFiles, index_kind, load_index_generation
+from core.persist import IndexFiles, current_meta, index_kind, load_index_generation
 from core.store import ChunkStore, StoredChunks
 from core.types import BuildReport, Document
 
@@ -39,6 +39,7 @@ __all__ = [
     "check_embedder",
     "check_new_index_directory",
     "check_query_vector",
+    "check_rebuild_store",
     "collection_order",
     "default_store",
     "doc_id_of",
@@ -113,6 +114,38 @@ def check_new_index_directory(persist_directory: str | os.PathLike[str], label: 
         raise FileExistsError(
             f"{str(root)!r} is itself {what}; a new {label} index is not built inside another "
             "index's directory: open that one with load, or choose another persist directory"
+        )
+
+
+def check_rebuild_store(index_dir: Path, store: ChunkStore | None) -> None:
+    """Refuses a rebuild into ``index_dir`` over another Chroma collection than its index records.
+
+    A load of the directory opens the collection its manifest records, and its followers keep
+    theirs, so a rebuild over another collection would be served from the wrong one.
+
+    Raises:
+        ValueError: The index there records another collection (or another Chroma).
+    """
+    recorded = (current_meta(index_dir) or {}).get("store")
+    if store is None or not isinstance(recorded, dict):
+        return
+    name, location = recorded.get("collection"), recorded.get("location") or {}
+    here = jsonable(store.location)
+    known = {location.get("kind"), here.get("kind")} <= {"persistent", "http", "ephemeral"}
+    same_place = not known or (
+        location.get("kind") == here.get("kind")
+        and location.get("host") == here.get("host")
+        and location.get("port") == here.get("port")
+        and (
+            location.get("path") is None
+            or Path(str(location["path"])).resolve() == Path(str(here.get("path"))).resolve()
+        )
+    )
+    if name != store.name or not same_place:
+        raise ValueError(
+            f"{str(index_dir)!r} indexes the Chroma collection {name!r} ({location.get('kind', '?')}); a "
+            f"rebuild there over {store.name!r} ({here.get('kind', '?')}) would be loaded with the old "
+            "one: rebuild over that collection, or choose another persist directory"
         )
 
 

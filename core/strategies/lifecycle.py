@@ -44,6 +44,7 @@ from core.strategies.base import check_doc_ids, check_k, check_query
 from core.strategies.common import (
     check_embedder,
     check_new_index_directory,
+    check_rebuild_store,
     default_store,
     embed_in_batches,
     index_directory,
@@ -603,6 +604,7 @@ class IndexLifecycle(Follows):
             raise ValueError("cannot build an index from an empty corpus; pass at least one document")
         if persist_directory is not None:  # one writer: taken before Chroma is touched
             check_new_index_directory(persist_directory, self.label)
+            check_rebuild_store(Path(persist_directory) / self.name, self.store)
             WriterLock.acquire(Path(persist_directory) / self.name, self)
         self._index_documents(docs, first_build=True)
         if persist_directory is not None:

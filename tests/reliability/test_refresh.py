@@ -475,3 +475,20 @@ def test_a_copys_write_holds_back_no_switch(
         copier.join(30)
     monkeypatch.undo()
     assert _docs_of(_reader(case, tmp_path / "copy", None)) == {str(d.id) for d in docs}
+
+
+def test_a_rebuild_over_another_collection_is_refused(case: StrategyCase, tmp_path: Path) -> None:
+    """A load of the directory would open the collection its index records, not the new one."""
+    writer, path, _ = _writer(case, tmp_path)
+    writer.close()
+    other = ChunkStore.persistent(tmp_path / "elsewhere", f"app-{case.name}")
+    with pytest.raises(ValueError, match="would be loaded with the old one"):
+        case.build(
+            synthetic_documents(4, prefix="new"),
+            embedder=wiring_embedder(),
+            store=other,
+            persist_directory=path,
+            **case.wiring_kwargs(),
+        )
+    assert other.count() == 0
+    assert len(_docs_of(_reader(case, path, None))) == 6
