@@ -636,15 +636,17 @@ class IndexLifecycle(Follows):
         )
         emb = as_embedder(embedder)
         check_embedder(emb, meta)
-        if store is None and meta.get("store") is not None:
+        from_manifest = store is None and meta.get("store") is not None
+        if from_manifest:
             store = store_from_meta(root, index_dir, meta, cls.default_collection)
         rag = cls._from_saved(store, emb, meta, files, **options)
         rag._restore(files)
 
         def reload(old: L) -> L:
-            return cls._load_saved(
-                index_dir, old.store, old.embedder, None, memory_map, old._reload_options()
-            )
+            # A collection found through the manifest is found again through the new one: a
+            # rebuild may have replaced it (UMG-RAG's side collection), and the store opens lazily.
+            again = None if from_manifest else old.store
+            return cls._load_saved(index_dir, again, old.embedder, None, memory_map, old._reload_options())
 
         rag._follow(index_dir, generation, refresh_interval, reload)
         return rag

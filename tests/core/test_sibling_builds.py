@@ -332,3 +332,20 @@ def test_a_rebuild_while_a_writer_holds_the_index_touches_nothing(tmp_path: Path
     assert side.count() == rows
     writer.add_documents([Document("Galen Orm founded the Vesk Guild in 1850.", id="doc-late")])
     assert side.count() > rows
+
+
+def test_a_reader_follows_a_rebuild_that_replaced_the_side_collection(tmp_path: Path) -> None:
+    """A reader that opened the side collection opens the rebuilt one at its next switch."""
+    store = _seed(ChunkStore.persistent(tmp_path / "chroma", unique_name("app")))
+    _build(store, persist_directory=tmp_path / "index").close()
+    reader = UMGRAG.load(tmp_path / "index", embedder=hash_embedder(), refresh_interval=None)
+    extra = "Galen Orm founded the Vesk Guild in 1850."
+    store.add(["late-1"], [extra], hash_embedder().embed_documents([extra]), [{"doc_id": "late-1"}])
+    assert tuple(reader.sync()) == (1, 0, 0)  # the reader now holds the side collection open
+    reader.close()  # lets the writer lock go, as a worker that synced does
+    _build(store, persist_directory=tmp_path / "index").close()  # replaces the side collection
+    assert reader.refresh()
+    more = "Hesper Lune keeps the Vesk Guild archive."
+    store.add(["late-2"], [more], hash_embedder().embed_documents([more]), [{"doc_id": "late-2"}])
+    assert tuple(reader.sync()) == (1, 0, 0)
+    assert any(r.metadata.get("doc_id") == "late-2" for r in reader.retrieve("Hesper Lune archive", k=20))
