@@ -411,14 +411,22 @@ def test_a_load_names_the_kind_a_strategy_folder_holds(case: StrategyCase, tmp_p
         _reader(case, tmp_path / "P", None)
 
 
+def _reader_one_generation_behind(
+    case: StrategyCase, tmp_path: Path
+) -> tuple[Any, list[Document], list[Document]]:
+    """A reader, then a writer's save it has not switched to: ``(reader, its documents, the added ones)``."""
+    writer, path, docs = _writer(case, tmp_path)
+    reader = _reader(case, path, None)
+    late = synthetic_documents(2, prefix="late")
+    writer.add_documents(late)
+    return reader, docs, late
+
+
 def test_a_copy_saved_while_the_object_switches_holds_one_generation(
     case: StrategyCase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A switch to a newer generation waits for a copy's snapshot, as it waits for a query."""
-    writer, path, docs = _writer(case, tmp_path)
-    reader = _reader(case, path, None)
-    late = synthetic_documents(2, prefix="late")
-    writer.add_documents(late)  # a newer generation for the reader to switch to
+    reader, docs, late = _reader_one_generation_behind(case, tmp_path)
     real = type(reader)._index_files
     switched: list[bool] = []
 
@@ -447,10 +455,7 @@ def test_a_copys_write_holds_back_no_switch(
     """Only the snapshot holds a switch back: while the copy is written, the object switches and serves."""
     from core.strategies import lifecycle
 
-    writer, path, docs = _writer(case, tmp_path)
-    reader = _reader(case, path, None)
-    late = synthetic_documents(2, prefix="late")
-    writer.add_documents(late)
+    reader, docs, late = _reader_one_generation_behind(case, tmp_path)
     real, writing, release = lifecycle.save_index, threading.Event(), threading.Event()
 
     def slow_save(directory: Path, *args: Any, **kwargs: Any) -> Any:
