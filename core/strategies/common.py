@@ -117,19 +117,27 @@ def check_new_index_directory(persist_directory: str | os.PathLike[str], label: 
         )
 
 
-def check_rebuild_store(index_dir: Path, store: ChunkStore | None) -> None:
-    """Refuses a rebuild into ``index_dir`` over another Chroma collection than its index records.
+def check_rebuild_store(
+    root: Path, index_dir: Path, store: ChunkStore | None, default_collection: str
+) -> None:
+    """Refuses a rebuild into ``index_dir`` over another Chroma collection than a load would open.
 
-    A load of the directory opens the collection its manifest records, and its followers keep
-    theirs, so a rebuild over another collection would be served from the wrong one.
+    A load of the directory opens the collection its manifest records (found as
+    :func:`store_from_meta` finds it, e.g. in ``root/chroma`` after the folder moved), and its
+    followers keep theirs, so a rebuild over another collection would be served from the
+    wrong one. A wrapped collection (a ``ChunkStore(collection)``) is compared by name only.
 
     Raises:
-        ValueError: The index there records another collection (or another Chroma).
+        ValueError: The index there would be loaded with another collection (or another Chroma).
     """
-    recorded = (current_meta(index_dir) or {}).get("store")
-    if store is None or not isinstance(recorded, dict):
+    meta = current_meta(index_dir)
+    if store is None or meta is None or not isinstance(meta.get("store"), dict):
         return
-    name, location = recorded.get("collection"), recorded.get("location") or {}
+    try:
+        opened = store_from_meta(root, index_dir, meta, default_collection)  # lazy: opens nothing
+        name, location = opened.name, jsonable(opened.location)
+    except (ValueError, FileNotFoundError):  # not findable: compare with what it records
+        name, location = meta["store"].get("collection"), meta["store"].get("location") or {}
     here = jsonable(store.location)
     known = {location.get("kind"), here.get("kind")} <= {"persistent", "http", "ephemeral"}
     same_place = not known or (

@@ -604,7 +604,8 @@ class IndexLifecycle(Follows):
             raise ValueError("cannot build an index from an empty corpus; pass at least one document")
         if persist_directory is not None:  # one writer: taken before Chroma is touched
             check_new_index_directory(persist_directory, self.label)
-            check_rebuild_store(Path(persist_directory) / self.name, self.store)
+            root = Path(persist_directory)
+            check_rebuild_store(root, root / self.name, self.store, self.default_collection)
             WriterLock.acquire(Path(persist_directory) / self.name, self)
         self._index_documents(docs, first_build=True)
         if persist_directory is not None:
@@ -645,8 +646,16 @@ class IndexLifecycle(Follows):
         def reload(old: L) -> L:
             # A collection found through the manifest is found again through the new one: a
             # rebuild may have replaced it (UMG-RAG's side collection), and the store opens lazily.
-            again = None if from_manifest else old.store
-            return cls._load_saved(index_dir, again, old.embedder, None, memory_map, old._reload_options())
+            if from_manifest:
+                try:
+                    return cls._load_saved(
+                        index_dir, None, old.embedder, None, memory_map, old._reload_options()
+                    )
+                except (ValueError, FileNotFoundError):
+                    pass  # the new manifest names no store to find (a worker's wrapped collection)
+            return cls._load_saved(
+                index_dir, old.store, old.embedder, None, memory_map, old._reload_options()
+            )
 
         rag._follow(index_dir, generation, refresh_interval, reload)
         return rag

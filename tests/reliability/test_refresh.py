@@ -497,3 +497,45 @@ def test_a_rebuild_over_another_collection_is_refused(case: StrategyCase, tmp_pa
         )
     assert other.count() == 0
     assert len(_docs_of(_reader(case, path, None))) == 6
+
+
+def test_a_reader_follows_a_save_made_through_a_wrapped_collection(
+    case: StrategyCase, tmp_path: Path
+) -> None:
+    """A worker that passed the collection itself (LangChain ``load(store=Chroma)``) saves no findable
+    location; a reader that found its store through the manifest keeps its own."""
+    app = ChunkStore.persistent(tmp_path / "appdb", f"app-{case.name}")
+    docs = synthetic_documents(4)
+    kwargs = case.wiring_kwargs()
+    case.build(
+        docs, embedder=wiring_embedder(), store=app, persist_directory=tmp_path / "idx", **kwargs
+    ).close()
+    reader = _reader(case, tmp_path / "idx", None)
+    other = case.load(
+        tmp_path / "idx", embedder=wiring_embedder(), store=ChunkStore(app.collection), **kwargs
+    )
+    late = synthetic_documents(1, prefix="late")
+    other.add_documents(late)
+    other.close()
+    assert reader.refresh()
+    more = synthetic_documents(1, prefix="more")
+    reader.add_documents(more)
+    assert _docs_of(reader) == {str(d.id) for d in [*docs, *late, *more]}
+
+
+def test_a_rebuild_after_the_folder_moved_is_checked_against_the_moved_collection(
+    case: StrategyCase, tmp_path: Path
+) -> None:
+    """The collection compared is the one a load would open (``moved/chroma``), not the recorded path."""
+    writer, path, _ = _writer(case, tmp_path)
+    name = writer.store.name
+    writer.close()
+    moved = tmp_path / "moved"
+    path.rename(moved)
+    fresh = synthetic_documents(2, prefix="new")
+    store = ChunkStore.persistent(moved / "chroma", name)
+    rebuilt = case.build(
+        fresh, embedder=wiring_embedder(), store=store, persist_directory=moved, **case.wiring_kwargs()
+    )
+    rebuilt.close()
+    assert {str(d.id) for d in fresh} <= _docs_of(_reader(case, moved, None))
