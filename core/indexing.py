@@ -458,12 +458,8 @@ def _already_indexed(index_dir: Path) -> str | None:
     if record is not None:
         _check_saved(index_dir, record.strategy, record)  # an interrupted first build: say so
         return f"already holds a {record.strategy} index"
-    kind = index_kind(index_dir)
-    if kind is not None:  # saved by the library's save(): --update cannot follow files into it
-        raise CommandError(
-            f"{index_dir} is itself a saved {kind or 'bridge-rag'} index (written by a save(), not by "
-            "`bridge-rag index`); choose another --index"
-        )
+    if index_kind(index_dir) is not None:  # a library save(): --update cannot follow files into it
+        raise not_an_index(index_dir)
     found = detect_strategy(index_dir, None) or next(
         (n for n in KNOWN_INDEX_NAMES if (index_dir / n).exists()), None
     )
@@ -562,9 +558,9 @@ def not_an_index(index_dir: Path, what: str = "") -> CommandError:
     kind = index_kind(index_dir)
     if kind is not None:  # a library save(): no sources record, so not the CLI's to manage
         return CommandError(
-            f"{index_dir} is a {kind or 'bridge-rag'} index saved by the library (save()), not by "
-            "`bridge-rag index`: open it in Python with that strategy's load(), or build a "
-            "command-line index into another --index"
+            f"{index_dir} is itself a saved {kind or 'bridge-rag'} index: it was saved by the library "
+            "(save()), not by `bridge-rag index`; open it in Python with that strategy's load(), or "
+            "build a command-line index into another --index"
         )
     return CommandError(
         f"{index_dir} is not a bridge-rag index{what}; build one with "

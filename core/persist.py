@@ -381,27 +381,27 @@ def current_meta(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The ``meta`` the manifest of the generation ``CURRENT`` names records (None: unreadable)."""
     root = Path(directory)
     current = _read_current(root)
-    if current is None or (root / current).is_symlink():
-        return None
-    try:
-        document = json_from_bytes((root / current / MANIFEST).read_bytes())
-    except (OSError, ValueError):
-        return None
-    meta = document.get("meta") if isinstance(document, dict) else None
+    document = _manifest(root / current) if current is not None else None
+    meta = document.get("meta") if document is not None else None
     return meta if isinstance(meta, dict) else None
 
 
 def _manifest_kind(generation: Path) -> str | None:
     """The ``kind`` a generation's manifest records (None: no readable bridge-rag manifest)."""
+    document = _manifest(generation)
+    kind = document.get("kind") if document is not None else None
+    return str(kind) if kind is not None else None
+
+
+def _manifest(generation: Path) -> dict[str, Any] | None:
+    """A generation's bridge-rag manifest, read without checks of its files (None: unreadable)."""
     if generation.is_symlink():
         return None
     try:
         document = json_from_bytes((generation / MANIFEST).read_bytes())
     except (OSError, ValueError):
         return None
-    if isinstance(document, dict) and document.get("format") == FORMAT and document.get("kind") is not None:
-        return str(document["kind"])
-    return None
+    return document if isinstance(document, dict) and document.get("format") == FORMAT else None
 
 
 def _read_current(root: Path) -> str | None:

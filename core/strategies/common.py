@@ -80,8 +80,7 @@ def default_store(
     share their data within a process). With one: an embedded Chroma under ``dir/chroma``.
 
     Raises:
-        FileExistsError: ``dir/index_name`` already holds an index (open it with ``load``), or
-            ``dir`` is itself a saved index (:func:`check_new_index_directory`).
+        FileExistsError: ``dir/index_name`` already holds an index (open it with ``load``).
     """
     if persist_directory is None:
         return ChunkStore.ephemeral(f"{collection_name}-{uuid.uuid4().hex[:8]}")
@@ -91,7 +90,6 @@ def default_store(
             f"{str(root)!r} already holds a {label} index; open it (LangChain: load, LlamaIndex: "
             "from_persist_dir) and add documents to it, or choose another persist directory"
         )
-    check_new_index_directory(root, label)
     root.mkdir(parents=True, exist_ok=True)
     return ChunkStore.persistent(root / "chroma", collection_name)
 

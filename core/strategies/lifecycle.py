@@ -458,6 +458,8 @@ class IndexLifecycle(Follows):
         """
         docs = list(documents)
         settings, models = cls._settings_and_models(config, options)  # checked before a store is made
+        if persist_directory is not None:  # before a store is made there, or one given is written
+            check_new_index_directory(persist_directory, cls.label)
         collection = collection_name or cls.default_collection
         target = store if store is not None else cls._new_store(persist_directory, collection)
         rag = cls._construct(target, as_embedder(embedder), settings, models, show_progress)
@@ -603,7 +605,6 @@ class IndexLifecycle(Follows):
         if not docs:
             raise ValueError("cannot build an index from an empty corpus; pass at least one document")
         if persist_directory is not None:  # one writer: taken before Chroma is touched
-            check_new_index_directory(persist_directory, self.label)
             root = Path(persist_directory)
             check_rebuild_store(root, root / self.name, self.store, self.default_collection)
             WriterLock.acquire(Path(persist_directory) / self.name, self)
