@@ -21,10 +21,12 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, QueryType
 
 from core.confidence_fusion import (
+    DEFAULT_RANK_CONSTANT,
     DEFAULT_SCALING,
     DEFAULT_TEMPERATURE,
     RankedList,
     Scaling,
+    check_rank_constant,
     check_scaling,
     check_temperature,
     check_weights,
@@ -45,8 +47,10 @@ class UncertaintyFusionRetriever(BaseRetriever):
         weights: A prior weight per retriever (default equal), times its confidence.
         similarity_top_k: Fused nodes returned; None: all of them.
         temperature: Softmax temperature of the confidence (on z-scores).
-        scaling: An item's contribution: ``"rank"`` (``1 / (rank + 1)``, 1-based ranks) or ``"minmax"`` (its
+        scaling: An item's contribution: ``"rank"`` (``1 / (rank + c)``, 1-based ranks) or ``"minmax"`` (its
             score scaled to [0, 1]); see :mod:`core.confidence_fusion`.
+        c: The rank constant of ``"rank"`` contributions (1 by default, chosen with the
+            temperature: :data:`core.confidence_fusion.DEFAULT_RANK_CONSTANT`).
         id_key: Metadata key identifying a node across lists; default its text (without
             metadata), so the same passage from two retrievers that give it different node
             ids is one result, as ``QueryFusionRetriever`` merges it.
@@ -56,7 +60,7 @@ class UncertaintyFusionRetriever(BaseRetriever):
         TypeError: ``retrievers`` is not a list of retrievers (an index, a vector store, one
             retriever not in a list), or ``similarity_top_k`` is not an int.
         ValueError: No retrievers, not one weight per retriever, a negative weight, a
-            temperature that is not positive, or an unknown ``scaling``.
+            temperature that is not positive, an unknown ``scaling``, or a negative ``c``.
 
     Example:
         >>> fused = UncertaintyFusionRetriever([bm25, index.as_retriever()])  # doctest: +SKIP
@@ -70,6 +74,7 @@ class UncertaintyFusionRetriever(BaseRetriever):
         similarity_top_k: int | None = None,
         temperature: float = DEFAULT_TEMPERATURE,
         scaling: Scaling = DEFAULT_SCALING,
+        c: float = DEFAULT_RANK_CONSTANT,
         id_key: str | None = None,
         callback_manager: CallbackManager | None = None,
         **kwargs: Any,
@@ -80,6 +85,7 @@ class UncertaintyFusionRetriever(BaseRetriever):
         self.id_key = id_key
         self.temperature = check_temperature(temperature)
         self.scaling = check_scaling(scaling)
+        self.c = check_rank_constant(c)
         super().__init__(callback_manager=callback_manager, **kwargs)
 
     @in_base_span
@@ -111,7 +117,12 @@ class UncertaintyFusionRetriever(BaseRetriever):
             known = all(s is not None for s in scores)
             lists.append(RankedList(keys, [float(s) for s in scores if s is not None] if known else None))
         fused, _ = fuse_ranked_lists(
-            lists, self.weights, temperature=self.temperature, k=self.similarity_top_k, scaling=self.scaling
+            lists,
+            self.weights,
+            temperature=self.temperature,
+            k=self.similarity_top_k,
+            scaling=self.scaling,
+            c=self.c,
         )
         return [NodeWithScore(node=by_id[item.key].node, score=item.score) for item in fused]
 

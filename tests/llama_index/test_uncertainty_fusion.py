@@ -82,6 +82,22 @@ def test_scaling_reaches_the_fusion() -> None:
         UncertaintyFusionRetriever([Fixed(hits)], scaling="softmax")  # type: ignore[arg-type]
 
 
+def test_c_reaches_the_fusion_and_is_checked() -> None:
+    hits = [NodeWithScore(node=n, score=s) for n, s in zip(NODES[:3], [0.9, 0.5, 0.4], strict=True)]
+
+    def ratio(**options: Any) -> float:
+        fused = UncertaintyFusionRetriever([Fixed(hits)], **options).retrieve("q")
+        assert fused[0].score is not None
+        assert fused[2].score is not None
+        return fused[2].score / fused[0].score
+
+    assert ratio() == pytest.approx(2 / 4)  # c = 1 by default, as in LangChain's
+    assert ratio(c=0) == pytest.approx(1 / 3)
+    assert ratio(c=60) == pytest.approx(61 / 63)
+    with pytest.raises(ValueError, match="c must be a finite number >= 0"):
+        UncertaintyFusionRetriever([Fixed(hits)], c=-1)
+
+
 def test_aretrieve_runs_concurrently_and_keeps_the_loop_free() -> None:
     fused = UncertaintyFusionRetriever([Slow(n, 1.0) for n in NODES[:3]])
 
