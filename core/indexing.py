@@ -597,6 +597,25 @@ def load_index_dir(index_dir: Path, record: SourcesRecord | None, store: Any = N
     return cls.load(index_dir, **kwargs)
 
 
+def _open_for_update(index_dir: Path, record: SourcesRecord | None, store: Any) -> Any:
+    """The index to update, opened as ``bridge-rag index`` opens it (the default embedder).
+
+    Raises:
+        CommandError: An index built in Python that the command cannot open (another
+            embedder, say): it is the library's to update.
+    """
+    try:
+        return load_index_dir(index_dir, record, store)
+    except ValueError as exc:
+        if record is not None:
+            raise
+        raise CommandError(
+            f"{index_dir} was built in Python (it has no sources.json) and `bridge-rag index --update` "
+            f"cannot open it: {exc}. Update it from Python with that strategy's load(), "
+            "add_documents() and delete_documents(), or build a command-line index into another --index"
+        ) from None
+
+
 def _update(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
     record = read_sources(index_dir) if index_dir.is_dir() else None
     name = detect_strategy(index_dir, record) if index_dir.is_dir() else None
@@ -636,9 +655,9 @@ def _update(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary
     final = SourcesRecord(name, sorted(roots), plan.entries, "complete", base.store, reading)
     if not plan.empty:
         store = _http_store(options, options.collection or str(base.store.get("collection") or f"{name}_rag"))
-        write_sources(index_dir, base.journal(plan.pending, reading))
-        rag = load_index_dir(index_dir, record, store)
+        rag = _open_for_update(index_dir, record, store)  # before the journal: a refusal writes nothing
         try:
+            write_sources(index_dir, base.journal(plan.pending, reading))
             if plan.delete_ids:
                 rag.delete_documents(plan.delete_ids)
             if plan.add:

@@ -264,6 +264,31 @@ def test_index_into_a_directory_saved_by_the_library_exits_2(
     assert sorted(p.name for p in (tmp_path / "saved").iterdir()) == before
 
 
+def test_update_of_a_library_build_it_cannot_open_writes_nothing(
+    built: tuple[Path, Path, subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    """``--update`` of a ``from_documents(persist_directory=...)`` made with another embedder."""
+    from core.entities import RuleBasedEntityExtractor
+    from core.strategies.bridge import BridgeRAG
+    from tests.core.conftest import hash_embedder
+
+    corpus, _, _ = built
+    built_in_python = tmp_path / "lib"
+    BridgeRAG.from_documents(
+        [Document("Oskar Halden founded an institute in Tromso.", id="d1")],
+        embedder=hash_embedder(),
+        entity_extractor=RuleBasedEntityExtractor(),
+        persist_directory=built_in_python,
+    ).close()
+    before = sorted(p.name for p in built_in_python.iterdir())
+    options = IndexOptions(paths=[str(corpus)], index_dir=str(built_in_python), update=True, progress=False)
+    for _ in range(2):  # the refusal leaves no journal behind, so the second run says the same
+        with pytest.raises(CommandError, match=r"was built in Python .* 32-dimensional"):
+            run_index(options)
+        assert sorted(p.name for p in built_in_python.iterdir()) == before  # no sources.json
+    assert BridgeRAG.load(built_in_python, embedder=hash_embedder()).retrieve("Halden", k=1)
+
+
 def test_bad_filters_exit_2(built: tuple[Path, Path, subprocess.CompletedProcess[str]]) -> None:
     _, index, _ = built
     result = cli("query", str(index), "violin", "--filter", '{"source": ')
