@@ -32,7 +32,7 @@ from core.files import (
     discover_files,
     read_file,
 )
-from core.persist import current_generation, index_kind
+from core.persist import index_kind
 from core.sources import ReadSettings, SourceEntry, SourcesRecord, read_sources, write_sources
 from core.terminal import strip_terminal_controls
 from core.types import Document
@@ -323,11 +323,12 @@ def detect_strategy(index_dir: Path, record: SourcesRecord | None) -> str | None
     """The strategy of the index in ``index_dir``: the record's, else the one whose folder holds a save."""
     if record is not None:
         return record.strategy
-    return next((n for n in KNOWN_INDEX_NAMES if current_generation(index_dir / n) is not None), None)
+    return next((n for n in KNOWN_INDEX_NAMES if _has_saved_index(index_dir, n)), None)
 
 
 def _has_saved_index(index_dir: Path, strategy: str) -> bool:
-    return current_generation(index_dir / strategy) is not None
+    """Whether ``index_dir/strategy`` holds a save, found as a load finds it (also with ``CURRENT`` lost)."""
+    return index_kind(index_dir / strategy) is not None
 
 
 def _strategy_class(name: str) -> Any:

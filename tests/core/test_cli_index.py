@@ -692,6 +692,18 @@ def test_an_interrupted_first_build_is_named_as_such(tmp_path: Path, fake: type[
             _run(corpus, index, fake.name, update=update)
 
 
+def test_an_index_whose_current_file_is_lost_still_updates(tmp_path: Path, fake: type[JournalFake]) -> None:
+    """The command finds a save as ``load`` finds it: without ``CURRENT``, the newest generation."""
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    index = tmp_path / "index"
+    _run(corpus, index, fake.name)
+    (index / fake.name / "CURRENT").unlink()
+    (corpus / "new.txt").write_text("Agnes Moor built the Greywater bridge.", encoding="utf-8")
+    summary = _run(corpus, index, None, update=True)
+    assert summary.added == 1
+    assert "new.txt" in _stored(index, fake)
+
+
 # --------------------------------------------------------------------- hostile input folders
 
 WARNING = "bridge-rag index: warning: "
