@@ -349,3 +349,19 @@ def test_a_reader_follows_a_rebuild_that_replaced_the_side_collection(tmp_path: 
     store.add(["late-2"], [more], hash_embedder().embed_documents([more]), [{"doc_id": "late-2"}])
     assert tuple(reader.sync()) == (1, 0, 0)
     assert any(r.metadata.get("doc_id") == "late-2" for r in reader.retrieve("Hesper Lune archive", k=20))
+
+
+def test_a_build_into_a_directory_saves_once_with_what_it_follows(tmp_path: Path) -> None:
+    """One save: no generation on disk lacks the collection the index follows (a crash could load it)."""
+    from core.persist import load_index
+
+    store = _seed(ChunkStore.persistent(tmp_path / "chroma", unique_name("app")))
+    _build(store, persist_directory=tmp_path / "index").close()
+    folder = tmp_path / "index" / UMGRAG.name
+    generations = sorted(p.name for p in folder.iterdir() if p.name.startswith("gen-"))
+    assert len(generations) == 1
+    meta, files = load_index(folder, kind=UMGRAG.name, version=UMGRAG.index_version)
+    assert meta["from_store"] is True
+    assert "source_signatures.json" in files
+    with pytest.raises(TypeError, match="collection_name"):
+        _build(store, collection_name="elsewhere")  # not a setting of a build from a store

@@ -285,10 +285,11 @@ class UMGRAG(IndexLifecycle):
             core.writer_lock.IndexLockedError: A live writer holds that ``umg`` folder (checked
                 before the side collection is touched, too).
         """
-        cls._models(cls._split_options(options)[0])  # a bad model fails before anything is read
-        if options.get("persist_directory") is not None:  # refused before the side collection is replaced
-            check_new_index_directory(options["persist_directory"], cls.label)
-            check_no_writer(Path(options["persist_directory"]) / cls.name)
+        persist_directory = options.pop("persist_directory", None)
+        cls._settings_and_models(config, options)  # a bad model or setting fails before anything is read
+        if persist_directory is not None:  # refused before the side collection is replaced
+            check_new_index_directory(persist_directory, cls.label)
+            check_no_writer(Path(persist_directory) / cls.name)
         emb = as_embedder(embedder)
         stored = store.get(include_embeddings=False)
         if not stored.ids:
@@ -313,14 +314,13 @@ class UMGRAG(IndexLifecycle):
             )
         else:
             target = units_store
-        with target.build_claim():  # the sibling's claim: another build meanwhile is refused
-            rag = cls.from_documents(
-                docs, embedder=emb, store=target, config=config, show_progress=show_progress, **options
-            )
+        rag = cls._create(target, emb, config, show_progress, options)
+        # What it follows is set before the build, so the one save of a build into a directory
+        # records it: an index saved without it could never sync.
         rag._from_store, rag._source = True, store
         rag._signatures = {doc.id or "": document_signature(doc) for doc in docs}
-        rag._autosave()  # a build into a directory saved before it knew what it follows
-        return rag
+        with target.build_claim():  # the sibling's claim: another build meanwhile is refused
+            return rag._build_into(docs, persist_directory)
 
     # ------------------------------------------------------------------ following the store
     def _source_store(self) -> ChunkStore:
