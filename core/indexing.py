@@ -32,7 +32,7 @@ from core.files import (
     discover_files,
     read_file,
 )
-from core.persist import index_kind
+from core.persist import CorruptIndexError, index_kind
 from core.sources import ReadSettings, SourceEntry, SourcesRecord, read_sources, write_sources
 from core.terminal import strip_terminal_controls
 from core.types import Document
@@ -323,7 +323,9 @@ def detect_strategy(index_dir: Path, record: SourcesRecord | None) -> str | None
     """The strategy of the index in ``index_dir``: the record's, else the one whose folder holds a save."""
     if record is not None:
         return record.strategy
-    return next((n for n in KNOWN_INDEX_NAMES if _has_saved_index(index_dir, n)), None)
+    kinds = {n: index_kind(index_dir / n) for n in KNOWN_INDEX_NAMES}
+    readable = [n for n, kind in kinds.items() if kind == n]  # before a damaged folder's ""
+    return next(iter(readable), None) or next((n for n, kind in kinds.items() if kind is not None), None)
 
 
 def _has_saved_index(index_dir: Path, strategy: str) -> bool:
@@ -607,6 +609,8 @@ def _open_for_update(index_dir: Path, record: SourcesRecord | None, store: Any) 
     """
     try:
         return load_index_dir(index_dir, record, store)
+    except CorruptIndexError:
+        raise  # damaged files: load() fails on them too, and the error names them
     except ValueError as exc:
         if record is not None:
             raise

@@ -133,7 +133,10 @@ class SourcesRecord:
     def journal(
         self, pending: Mapping[str, SourceEntry], reading: ReadSettings | None = None
     ) -> SourcesRecord:
-        """A copy in state ``"updating"`` with the ``pending`` entries over its own.
+        """A copy with the ``pending`` entries over its own, in state ``"updating"``.
+
+        A first build's record stays ``"building"``, so a build killed before its first save
+        is named as such (not taken for an update of an index that is not there).
 
         ``reading`` is the update's read settings (None: this record's): a repair of an
         interrupted update reads the files as that update was told to.
@@ -142,7 +145,7 @@ class SourcesRecord:
             self.strategy,
             list(self.roots),
             {**self.sources, **pending},
-            "updating",
+            "building" if self.state == "building" else "updating",
             dict(self.store),
             self.reading if reading is None else reading,
         )

@@ -49,12 +49,12 @@ class UncertaintyFusionRetriever(BaseRetriever):
         temperature: Softmax temperature of the confidence (on z-scores).
         scaling: An item's contribution: ``"rank"`` (``1 / (rank + c)``, 1-based ranks) or ``"minmax"`` (its
             score scaled to [0, 1]); see :mod:`core.confidence_fusion`.
-        c: The rank constant of ``"rank"`` contributions (1 by default, chosen with the
-            temperature: :data:`core.confidence_fusion.DEFAULT_RANK_CONSTANT`).
         id_key: Metadata key identifying a node across lists; default its text (without
             metadata), so the same passage from two retrievers that give it different node
             ids is one result, as ``QueryFusionRetriever`` merges it.
         callback_manager: LlamaIndex callbacks.
+        c: The rank constant of ``"rank"`` contributions, keyword only (1 by default, chosen
+            with the temperature: :data:`core.confidence_fusion.DEFAULT_RANK_CONSTANT`).
 
     Raises:
         TypeError: ``retrievers`` is not a list of retrievers (an index, a vector store, one
@@ -74,9 +74,10 @@ class UncertaintyFusionRetriever(BaseRetriever):
         similarity_top_k: int | None = None,
         temperature: float = DEFAULT_TEMPERATURE,
         scaling: Scaling = DEFAULT_SCALING,
-        c: float = DEFAULT_RANK_CONSTANT,
         id_key: str | None = None,
         callback_manager: CallbackManager | None = None,
+        *,
+        c: float = DEFAULT_RANK_CONSTANT,
         **kwargs: Any,
     ) -> None:
         self.retrievers = _checked_retrievers(retrievers)

@@ -28,7 +28,7 @@ import pytest
 from core import indexing
 from core.files import ReadFile, SourceFile, sha256_hex
 from core.indexing import CommandError, IndexOptions, plan_update, run_index
-from core.persist import json_from_bytes, json_to_bytes, load_index, save_index
+from core.persist import CorruptIndexError, json_from_bytes, json_to_bytes, load_index, save_index
 from core.sources import SOURCES_FILE, SourceEntry, read_sources
 from core.strategies.registry import register_strategy
 from core.types import Document, Retrieved
@@ -287,6 +287,11 @@ def test_update_of_a_library_build_it_cannot_open_writes_nothing(
             run_index(options)
         assert sorted(p.name for p in built_in_python.iterdir()) == before  # no sources.json
     assert BridgeRAG.load(built_in_python, embedder=hash_embedder()).retrieve("Halden", k=1)
+    damaged = next((built_in_python / "bridge").glob("gen-*/filter.bin"))
+    damaged.write_bytes(bytes(len(damaged.read_bytes())))
+    with pytest.raises(CorruptIndexError, match=r"filter\.bin") as caught:  # damage is named, not advice
+        run_index(options)
+    assert "built in Python" not in str(caught.value)
 
 
 def test_bad_filters_exit_2(built: tuple[Path, Path, subprocess.CompletedProcess[str]]) -> None:
@@ -690,6 +695,32 @@ def test_an_interrupted_first_build_is_named_as_such(tmp_path: Path, fake: type[
     for update in (False, True):
         with pytest.raises(CommandError, match="holds a first build that did not finish"):
             _run(corpus, index, fake.name, update=update)
+
+
+def test_a_first_build_killed_before_its_save_is_named_as_such(
+    tmp_path: Path, fake: type[JournalFake], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record of a first build says so until the build completes, so a kill is not an update."""
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    index = tmp_path / "index"
+    monkeypatch.setattr(indexing, "_remove_created", lambda *_: None)  # as if SIGKILLed: no clean-up
+    JournalFake.fail = "build"
+    with pytest.raises(RuntimeError, match="simulated failure"):
+        _run(corpus, index, fake.name)
+    record = read_sources(index)
+    assert record is not None
+    assert record.state == "building"
+    for update in (False, True):
+        with pytest.raises(CommandError, match="holds a first build that did not finish"):
+            _run(corpus, index, fake.name, update=update)
+
+
+def test_a_readable_strategy_folder_is_chosen_before_a_damaged_one(tmp_path: Path) -> None:
+    (tmp_path / "bridge" / "gen-000001").mkdir(parents=True)  # a generation without a manifest
+    save_index(tmp_path / "umg", {"docs.json": json_to_bytes({})}, {}, kind="umg", version=1)
+    assert indexing.detect_strategy(tmp_path, None) == "umg"
+    shutil.rmtree(tmp_path / "umg")
+    assert indexing.detect_strategy(tmp_path, None) == "bridge"  # then the damage is named on load
 
 
 def test_an_index_whose_current_file_is_lost_still_updates(tmp_path: Path, fake: type[JournalFake]) -> None:

@@ -365,3 +365,20 @@ def test_a_build_into_a_directory_saves_once_with_what_it_follows(tmp_path: Path
     assert "source_signatures.json" in files
     with pytest.raises(TypeError, match="collection_name"):
         _build(store, collection_name="elsewhere")  # not a setting of a build from a store
+
+
+def test_an_interrupt_after_the_side_collection_is_replaced_leaves_no_claim(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C between the side collection's replacement and the build: a retry builds at once."""
+    store = _seed(ChunkStore.persistent(tmp_path / "chroma", unique_name("app")))
+    real = UMGRAG._construct.__func__  # type: ignore[attr-defined]
+
+    def interrupted(cls: type[UMGRAG], *args: Any, **kwargs: Any) -> UMGRAG:
+        raise KeyboardInterrupt("Ctrl-C while the strategy is made")
+
+    monkeypatch.setattr(UMGRAG, "_construct", classmethod(interrupted))
+    with pytest.raises(KeyboardInterrupt):
+        _build(store)
+    monkeypatch.setattr(UMGRAG, "_construct", classmethod(real))
+    assert _build(store).num_units > 0  # no "another build is in progress" for its claim's timeout

@@ -96,6 +96,8 @@ def test_c_reaches_the_fusion_and_is_checked() -> None:
     assert ratio(c=60) == pytest.approx(61 / 63)
     with pytest.raises(ValueError, match="c must be a finite number >= 0"):
         UncertaintyFusionRetriever([Fixed(hits)], c=-1)
+    positional = UncertaintyFusionRetriever([Fixed(hits)], None, 2, 0.25, "rank", "doc_id")
+    assert (positional.id_key, positional.c, positional.similarity_top_k) == ("doc_id", 1.0, 2)
 
 
 def test_aretrieve_runs_concurrently_and_keeps_the_loop_free() -> None:

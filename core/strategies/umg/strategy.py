@@ -286,7 +286,7 @@ class UMGRAG(IndexLifecycle):
                 before the side collection is touched, too).
         """
         persist_directory = options.pop("persist_directory", None)
-        cls._settings_and_models(config, options)  # a bad model or setting fails before anything is read
+        settings, models = cls._settings_and_models(config, options)  # checked before anything is read
         if persist_directory is not None:  # refused before the side collection is replaced
             check_new_index_directory(persist_directory, cls.label)
             check_no_writer(Path(persist_directory) / cls.name)
@@ -314,12 +314,12 @@ class UMGRAG(IndexLifecycle):
             )
         else:
             target = units_store
-        rag = cls._create(target, emb, config, show_progress, options)
-        # What it follows is set before the build, so the one save of a build into a directory
-        # records it: an index saved without it could never sync.
-        rag._from_store, rag._source = True, store
-        rag._signatures = {doc.id or "": document_signature(doc) for doc in docs}
         with target.build_claim():  # the sibling's claim: another build meanwhile is refused
+            rag = cls._construct(target, emb, settings, models, show_progress)  # the models built once
+            # What it follows is set before the build, so the one save of a build into a
+            # directory records it: an index saved without it could never sync.
+            rag._from_store, rag._source = True, store
+            rag._signatures = {doc.id or "": document_signature(doc) for doc in docs}
             return rag._build_into(docs, persist_directory)
 
     # ------------------------------------------------------------------ following the store
