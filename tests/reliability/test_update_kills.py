@@ -1,4 +1,4 @@
-"""An interrupted ``bridge-rag index --update`` is repaired by the next one.
+"""An interrupted ``bridge-rag index --update`` is repaired by the next one; a killed first build is named.
 
 For every strategy, an index of a small folder is built; then the folder changes (a file
 edited, one removed, one added) and ``--update`` runs in a process that SIGKILLs itself at
@@ -98,3 +98,25 @@ def test_the_next_update_repairs_a_sigkill(built: tuple[str, Path, Any], stage: 
     assert rows == expected[0]
     assert chroma == expected[1]
     assert rows == chroma or name == "umg"  # UMG's windows are the rows of its own collection
+
+
+@pytest.mark.parametrize("stage", ["journal", "chroma-add", "record"])
+def test_a_sigkilled_first_build_is_named_or_repaired(
+    built: tuple[str, Path, Any], stage: str, tmp_path: Path
+) -> None:
+    """Killed before its save: every command says to remove it; killed after: ``--update`` completes it."""
+    name, base, _ = built
+    shutil.copytree(base / "docs", tmp_path / "docs")
+    killed = run_index(stage, tmp_path / "docs", tmp_path / "index", "--strategy", name)
+    assert killed.returncode == -signal.SIGKILL, (killed.returncode, killed.stderr[-2000:])
+    if stage != "record":
+        for more in ((), ("--update",)):
+            again = run_index("none", tmp_path / "docs", tmp_path / "index", *more)
+            assert again.returncode == 2, again.stderr[-2000:]
+            assert "holds a first build that did not finish (interrupted); remove" in again.stderr
+        shutil.rmtree(tmp_path / "index")  # as the message says
+        _build(tmp_path, name)
+    else:
+        repaired = run_index("none", tmp_path / "docs", tmp_path / "index", "--update")
+        assert repaired.returncode == 0, repaired.stderr[-2000:]
+    assert _contents(tmp_path / "index") == _contents(base / "index")
