@@ -621,6 +621,26 @@ def _open_for_update(index_dir: Path, record: SourcesRecord | None, store: Any) 
         ) from None
 
 
+def _hold_for_update(rag: Any, index_dir: Path, record: SourcesRecord | None) -> None:
+    """Takes the index's writer lock, then checks that no other update ran since ``record`` was read.
+
+    So two updates of one directory at once never interleave their journals and changes: the
+    second is refused, before it writes anything.
+
+    Raises:
+        core.writer_lock.IndexLockedError: Another process is writing the index.
+        CommandError: Another update finished while this one read the files (run it again).
+    """
+    hold = getattr(rag, "_hold_writer_lock", None)  # a plugin strategy may have no writer lock
+    if callable(hold):
+        hold()
+    if read_sources(index_dir) != record:
+        raise CommandError(
+            f"another `bridge-rag index` changed {index_dir} while this one read the files; nothing "
+            "was written: run it again"
+        )
+
+
 def _update(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
     record = read_sources(index_dir) if index_dir.is_dir() else None
     name = detect_strategy(index_dir, record) if index_dir.is_dir() else None
@@ -662,6 +682,7 @@ def _update(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary
         store = _http_store(options, options.collection or str(base.store.get("collection") or f"{name}_rag"))
         rag = _open_for_update(index_dir, record, store)  # before the journal: a refusal writes nothing
         try:
+            _hold_for_update(rag, index_dir, record)
             write_sources(index_dir, base.journal(plan.pending, reading))
             if plan.delete_ids:
                 rag.delete_documents(plan.delete_ids)

@@ -715,6 +715,54 @@ def test_a_first_build_killed_before_its_save_is_named_as_such(
             _run(corpus, index, fake.name, update=update)
 
 
+def test_an_update_refuses_when_another_finished_meanwhile(
+    tmp_path: Path, fake: type[JournalFake], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another update's record, written while this one read the files, is kept: this one writes nothing."""
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    index = tmp_path / "index"
+    _run(corpus, index, fake.name)
+    (corpus / "new.txt").write_text("Agnes Moor built the Greywater bridge.", encoding="utf-8")
+    opened = indexing._open_for_update
+    first = [True]
+
+    def other_update_first(*args: Any) -> Any:
+        if first:
+            first.clear()
+            _run(corpus, index, None, update=True)  # the other update, which finishes first
+        return opened(*args)
+
+    monkeypatch.setattr(indexing, "_open_for_update", other_update_first)
+    with pytest.raises(CommandError, match=r"changed .* while this one read the files; nothing was written"):
+        _run(corpus, index, None, update=True)
+    record = read_sources(index)
+    assert record is not None
+    assert record.state == "complete"
+    assert JournalFake.adds[-1] == ["new.txt"]  # the other update's add, once
+
+
+def test_an_update_is_refused_while_another_process_writes_the_index(
+    built: tuple[Path, Path, subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    from core.strategies.bridge import BridgeRAG
+    from core.writer_lock import IndexLockedError
+
+    corpus, index, _ = built
+    shutil.copytree(corpus, tmp_path / "docs")
+    shutil.copytree(index, tmp_path / "index")
+    before = (tmp_path / "index" / SOURCES_FILE).read_bytes()
+    (tmp_path / "docs" / "new.txt").write_text("Agnes Moor built the Greywater bridge.", encoding="utf-8")
+    writer = BridgeRAG.load(tmp_path / "index")
+    writer.add_documents([Document("Pieter Ashby drew the Corvane maps.", id="app-doc")])  # holds the lock
+    docs, folder = str(tmp_path / "docs"), str(tmp_path / "index")
+    options = IndexOptions(paths=[docs], index_dir=folder, update=True, progress=False)
+    with pytest.raises(IndexLockedError, match="writer"):
+        run_index(options)
+    assert (tmp_path / "index" / SOURCES_FILE).read_bytes() == before  # no journal
+    writer.close()
+    assert run_index(options).added == 1
+
+
 def test_a_readable_strategy_folder_is_chosen_before_a_damaged_one(tmp_path: Path) -> None:
     (tmp_path / "bridge" / "gen-000001").mkdir(parents=True)  # a generation without a manifest
     save_index(tmp_path / "umg", {"docs.json": json_to_bytes({})}, {}, kind="umg", version=1)
