@@ -512,7 +512,16 @@ def _build(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
     if options.collection is not None and store is None:
         settings["collection_name"] = options.collection
     try:
-        write_sources(index_dir, record.journal(plan.pending))
+        write_sources(index_dir, record.journal(plan.pending), first=True)
+    except FileExistsError:  # another build started here since the check: its directory, not ours
+        raise CommandError(
+            f"another `bridge-rag index` started building into {index_dir} meanwhile; nothing was "
+            "written: let it finish, or choose another --index"
+        ) from None
+    except BaseException:
+        _remove_created(index_dir, created, before)
+        raise
+    try:
         rag = cls.from_documents(
             docs, store=store, persist_directory=index_dir, show_progress=_progress(options), **settings
         )

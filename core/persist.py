@@ -23,6 +23,7 @@ so loading an index never executes code from the files it reads.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -85,18 +86,21 @@ MAPPED_SUFFIXES = (".npy", ".faiss")
 FileData = bytes | memoryview
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, exclusive: bool = False) -> None:
     """Writes ``data`` to ``path`` atomically.
 
     The bytes go to a temporary file in the same directory, which is flushed to disk and
-    then renamed over ``path``; the directory entry is synced too.
+    then renamed over ``path`` (``exclusive``: hard-linked to it, which fails when ``path``
+    exists); the directory entry is synced too.
 
     Args:
         path: Destination file. Its parent directory must exist.
         data: The complete new contents.
+        exclusive: Create ``path`` only if it does not exist, as one atomic step.
 
     Raises:
         FileNotFoundError: The parent directory does not exist.
+        FileExistsError: ``exclusive`` and ``path`` exists.
         TypeError: ``data`` is not bytes-like.
     """
     if not isinstance(data, bytes | bytearray | memoryview):
@@ -111,11 +115,31 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        if exclusive and _link_exclusive(tmp, target):
+            tmp.unlink()
+        else:
+            os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     _fsync_path(parent)
+
+
+def _link_exclusive(source: Path, target: Path) -> bool:
+    """Hard-links ``source`` to a new ``target``; False where the file system has no hard links.
+
+    Raises:
+        FileExistsError: ``target`` exists.
+    """
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        raise
+    except OSError as err:  # no hard links here (EPERM, ENOTSUP, ...): a plain check, then a rename
+        if target.exists():
+            raise FileExistsError(errno.EEXIST, "file exists", str(target)) from err
+        return False
+    return True
 
 
 def read_bytes(path: str | os.PathLike[str], what: str = "file") -> bytes:

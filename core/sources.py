@@ -166,9 +166,18 @@ class SourcesRecord:
         return {**body, "checksum": sha256_hex(json_to_bytes(body))}
 
 
-def write_sources(directory: str | os.PathLike[str], record: SourcesRecord) -> None:
-    """Writes ``DIR/sources.json`` atomically."""
-    atomic_write_bytes(Path(directory) / SOURCES_FILE, json_to_bytes(record.to_json()))
+def write_sources(directory: str | os.PathLike[str], record: SourcesRecord, *, first: bool = False) -> None:
+    """Writes ``DIR/sources.json`` atomically.
+
+    Args:
+        directory: The index directory.
+        record: What to write.
+        first: A first build's record: written only where there is none yet.
+
+    Raises:
+        FileExistsError: ``first``, and the directory already has a record (another build's).
+    """
+    atomic_write_bytes(Path(directory) / SOURCES_FILE, json_to_bytes(record.to_json()), exclusive=first)
 
 
 def _damaged(path: Path, why: str) -> ValueError:

@@ -763,6 +763,28 @@ def test_an_update_is_refused_while_another_process_writes_the_index(
     assert run_index(options).added == 1
 
 
+def test_a_build_that_meets_another_build_starting_there_writes_nothing(
+    tmp_path: Path, fake: type[JournalFake], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two first builds into one new directory: the second to write its record leaves, touching nothing."""
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    index = tmp_path / "index"
+    checked = indexing._already_indexed
+
+    def other_build_starts(directory: Path) -> str | None:
+        why = checked(directory)
+        directory.mkdir()
+        (directory / SOURCES_FILE).write_text("the other build's record", encoding="utf-8")
+        (directory / "chroma").mkdir()  # and its store
+        return why
+
+    monkeypatch.setattr(indexing, "_already_indexed", other_build_starts)
+    with pytest.raises(CommandError, match=r"started building into .* meanwhile; nothing was written"):
+        _run(corpus, index, fake.name)
+    assert (index / SOURCES_FILE).read_text(encoding="utf-8") == "the other build's record"
+    assert sorted(p.name for p in index.iterdir()) == ["chroma", SOURCES_FILE]
+
+
 def test_a_readable_strategy_folder_is_chosen_before_a_damaged_one(tmp_path: Path) -> None:
     (tmp_path / "bridge" / "gen-000001").mkdir(parents=True)  # a generation without a manifest
     save_index(tmp_path / "umg", {"docs.json": json_to_bytes({})}, {}, kind="umg", version=1)

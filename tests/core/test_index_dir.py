@@ -468,3 +468,23 @@ def test_array_view_rejects_what_array_from_bytes_rejects() -> None:
             array_view(bad)
     with pytest.raises(ValueError, match="dtype"):
         array_view(good, dtype=np.int64)
+
+
+@pytest.mark.parametrize("hard_links", [True, False])
+def test_an_exclusive_write_creates_a_file_only_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hard_links: bool
+) -> None:
+    if not hard_links:  # a file system without them: a check, then a rename
+
+        def no_links(*_: object) -> None:
+            raise PermissionError(1, "Operation not permitted")
+
+        monkeypatch.setattr(os, "link", no_links)
+    target = tmp_path / "record.json"
+    index_dir.atomic_write_bytes(target, b"first", exclusive=True)
+    with pytest.raises(FileExistsError):
+        index_dir.atomic_write_bytes(target, b"second", exclusive=True)
+    assert target.read_bytes() == b"first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["record.json"]  # no temporary file left
+    index_dir.atomic_write_bytes(target, b"third")
+    assert target.read_bytes() == b"third"
