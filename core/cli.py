@@ -603,12 +603,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bridge-rag`` command."""
     from core.indexing import CommandError
     from core.terminal import strip_terminal_controls
-    from core.writer_lock import IndexLockedError
+    from core.writer_lock import CatchUpError, IndexLockedError
 
     args = build_parser().parse_args(argv)
+    errors = (CommandError, ValueError, FileNotFoundError, FileExistsError, TypeError, IndexLockedError)
     try:
         return int(args.func(args))
-    except (CommandError, ValueError, FileNotFoundError, FileExistsError, TypeError, IndexLockedError) as exc:
+    except (*errors, CatchUpError) as exc:
         print(strip_terminal_controls(f"bridge-rag {args.command}: error: {exc}"), file=sys.stderr)
         return 2
 

@@ -36,6 +36,7 @@ from core.persist import CorruptIndexError, index_kind
 from core.sources import ReadSettings, SourceEntry, SourcesRecord, read_sources, write_sources
 from core.terminal import strip_terminal_controls
 from core.types import Document
+from core.writer_lock import owner_gone, owner_record
 
 __all__ = [
     "DEFAULT_STRATEGY",
@@ -504,6 +505,7 @@ def _build(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
         "building",
         _store_json(options, store.name if store is not None else options.collection),
         reading,
+        owner_record(),  # while it runs, other commands say it runs (not that it was interrupted)
     )
     created = not index_dir.exists()
     before = set(index_dir.iterdir()) if not created else set()
@@ -525,9 +527,11 @@ def _build(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
         rag = cls.from_documents(
             docs, store=store, persist_directory=index_dir, show_progress=_progress(options), **settings
         )
-        _close(rag)
-        record.sources, record.state = plan.entries, "complete"
-        write_sources(index_dir, record)
+        try:  # the record is final before the build lets go of the writer lock
+            record.sources, record.state, record.builder = plan.entries, "complete", None
+            write_sources(index_dir, record)
+        finally:
+            _close(rag)
     except BaseException:
         _remove_created(index_dir, created, before)
         raise
@@ -585,9 +589,17 @@ def _check_saved(index_dir: Path, name: str, record: SourcesRecord | None) -> No
     if _has_saved_index(index_dir, name):
         return
     if record is not None and record.state == "building":
+        builder = record.builder
+        if builder is not None and not owner_gone(builder):
+            raise CommandError(
+                f"{index_dir} is being built by a running `bridge-rag index` (pid {builder.get('pid')} on "
+                f"{builder.get('host')}); let it finish, then run this again"
+            )
+        server = record.store.get("kind") == "http"
+        collection = f" and its collection {record.store.get('collection')!r} on the Chroma server"
         raise CommandError(
-            f"{index_dir} holds a first build that did not finish (interrupted); remove {index_dir} "
-            "and run `bridge-rag index` again"
+            f"{index_dir} holds a first build that did not finish (interrupted); remove {index_dir}"
+            f"{collection if server else ''} and run `bridge-rag index` again"
         )
     raise not_an_index(index_dir)
 
@@ -697,9 +709,11 @@ def _update(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary
                 rag.delete_documents(plan.delete_ids)
             if plan.add:
                 rag.add_documents(plan.add)
+            write_sources(index_dir, final)  # under the lock: an update waiting on it never reads our journal
         finally:
             _close(rag)
-    write_sources(index_dir, final)
+    else:
+        write_sources(index_dir, final)
     summary = plan.summary
     summary.files_read = len(read.files)
     summary.skipped = len(read.scan.skipped) + len(read.empty)

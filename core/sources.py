@@ -121,6 +121,8 @@ class SourcesRecord:
         state: ``"complete"``, ``"building"`` (a first build under way) or ``"updating"``.
         store: Where the chunks live: ``{"kind": "embedded"}`` or ``{"kind": "http", ...}``.
         reading: How the files were read; None in a record written before it was kept.
+        builder: The process running a first build (``core.writer_lock.owner_record``), while
+            the state is ``"building"``; None otherwise.
     """
 
     strategy: str
@@ -129,6 +131,7 @@ class SourcesRecord:
     state: str = "complete"
     store: dict[str, Any] = field(default_factory=dict)
     reading: ReadSettings | None = None
+    builder: dict[str, Any] | None = None
 
     def journal(
         self, pending: Mapping[str, SourceEntry], reading: ReadSettings | None = None
@@ -148,6 +151,7 @@ class SourcesRecord:
             "building" if self.state == "building" else "updating",
             dict(self.store),
             self.reading if reading is None else reading,
+            self.builder if self.state == "building" else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -160,6 +164,7 @@ class SourcesRecord:
             "roots": sorted(self.roots),
             "store": self.store,
             **({} if self.reading is None else {"reading": self.reading.to_json()}),
+            **({} if self.builder is None else {"builder": self.builder}),
             "written": datetime.now(UTC).isoformat(timespec="seconds"),
             "sources": {s: e.to_json() for s, e in sorted(self.sources.items())},
         }
@@ -196,6 +201,8 @@ def read_sources(directory: str | os.PathLike[str]) -> SourcesRecord | None:
     """
     path = Path(directory) / SOURCES_FILE
     if not path.is_file():
+        if os.path.lexists(path):  # a folder, or a link to nothing: not a record, and not absent
+            raise _damaged(path, "not a regular file")
         return None
     try:
         data = json_from_bytes(path.read_bytes())
@@ -227,6 +234,16 @@ def read_sources(directory: str | os.PathLike[str]) -> SourcesRecord | None:
             state=str(data["state"]),
             store=dict(data.get("store") or {}),
             reading=None if data.get("reading") is None else ReadSettings.from_json(data["reading"]),
+            builder=_builder(data.get("builder")),
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise _damaged(path, f"missing or malformed field {exc}") from None
+
+
+def _builder(value: Any) -> dict[str, Any] | None:
+    """The ``builder`` field as read (an owner record), or None when absent."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise TypeError(f"builder is {type(value).__name__}, not an object")
+    return dict(value)

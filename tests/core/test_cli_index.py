@@ -679,6 +679,15 @@ def test_cli_main_maps_command_errors_to_exit_2(tmp_path: Path, capsys: pytest.C
     assert "bridge-rag index: error: " in capsys.readouterr().err
     assert main(["query", str(tmp_path), "q", "--filter", "[1]"]) == 2
     assert "--filter must be a JSON object" in capsys.readouterr().err
+    from core.writer_lock import CatchUpError
+
+    def cannot_catch_up(*_: Any, **__: Any) -> None:
+        raise CatchUpError("another worker's newer save cannot be loaded")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(indexing, "run_index", cannot_catch_up)
+        assert main(["index", str(tmp_path), "--update", "--index", str(tmp_path / "i")]) == 2
+    assert "bridge-rag index: error: another worker's newer save" in capsys.readouterr().err
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 
@@ -710,9 +719,50 @@ def test_a_first_build_killed_before_its_save_is_named_as_such(
     record = read_sources(index)
     assert record is not None
     assert record.state == "building"
+    for update in (False, True):  # its builder (this process) runs: the build is named as running
+        with pytest.raises(CommandError, match=r"is being built by a running `bridge-rag index` \(pid"):
+            _run(corpus, index, fake.name, update=update)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    record.builder = {**(record.builder or {}), "pid": int(gone.stdout), "started": None}
+    indexing.write_sources(index, record)
     for update in (False, True):
         with pytest.raises(CommandError, match="holds a first build that did not finish"):
             _run(corpus, index, fake.name, update=update)
+    record.store = {"kind": "http", "host": "127.0.0.1", "port": 8000, "collection": "notes"}
+    indexing.write_sources(index, record)
+    with pytest.raises(CommandError, match="its collection 'notes' on the Chroma server and run"):
+        _run(corpus, index, fake.name, update=True)
+
+
+def test_records_are_final_before_the_writer_lock_is_let_go(
+    tmp_path: Path, fake: type[JournalFake], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command waiting on the lock reads the finished record, never the journal of one that let go."""
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    index = tmp_path / "index"
+    states: list[str] = []
+
+    def close(rag: Any) -> None:
+        record = read_sources(index)
+        states.append(record.state if record is not None else "none")
+
+    monkeypatch.setattr(indexing, "_close", close)
+    _run(corpus, index, fake.name)
+    (corpus / "new.txt").write_text("Agnes Moor built the Greywater bridge.", encoding="utf-8")
+    _run(corpus, index, None, update=True)
+    assert states == ["complete", "complete"]
+
+
+def test_a_sources_file_that_is_not_a_file_is_named(tmp_path: Path, fake: type[JournalFake]) -> None:
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    index = tmp_path / "index"
+    (index / SOURCES_FILE).mkdir(parents=True)
+    with pytest.raises(CommandError, match=r"damaged bridge-rag record \(sources\.json\)"):
+        _run(corpus, index, fake.name)
+    (index / SOURCES_FILE).rmdir()
+    (index / SOURCES_FILE).symlink_to(tmp_path / "nowhere")
+    with pytest.raises(CommandError, match="damaged"):
+        _run(corpus, index, fake.name)
 
 
 def test_an_update_refuses_when_another_finished_meanwhile(
