@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import math
 import shutil
+import socket
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -535,11 +536,7 @@ def _build(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
     except BaseException:
         _remove_created(index_dir, created, before)
         raise
-    summary = plan.summary
-    summary.files_read = len(read.files)
-    summary.skipped = len(read.scan.skipped) + len(read.empty)
-    summary.failed = len(read.failures)
-    return summary
+    return _summary(plan, read)
 
 
 def _remove_created(index_dir: Path, created: bool, before: set[Path]) -> None:
@@ -589,17 +586,21 @@ def _check_saved(index_dir: Path, name: str, record: SourcesRecord | None) -> No
     if _has_saved_index(index_dir, name):
         return
     if record is not None and record.state == "building":
-        builder = record.builder
-        if builder is not None and not owner_gone(builder):
-            raise CommandError(
-                f"{index_dir} is being built by a running `bridge-rag index` (pid {builder.get('pid')} on "
-                f"{builder.get('host')}); let it finish, then run this again"
-            )
         server = record.store.get("kind") == "http"
         collection = f" and its collection {record.store.get('collection')!r} on the Chroma server"
-        raise CommandError(
-            f"{index_dir} holds a first build that did not finish (interrupted); remove {index_dir}"
-            f"{collection if server else ''} and run `bridge-rag index` again"
+        remove = f"remove {index_dir}{collection if server else ''} and run `bridge-rag index` again"
+        builder = record.builder
+        if builder is None or owner_gone(builder):
+            raise CommandError(f"{index_dir} holds a first build that did not finish (interrupted); {remove}")
+        who = f"pid {builder.get('pid')} on {builder.get('host')}"
+        if builder.get("host") == socket.gethostname() and builder.get("started") is not None:
+            raise CommandError(
+                f"{index_dir} is being built by a running `bridge-rag index` ({who}); let it finish, then "
+                "bring it up to date with --update"
+            )
+        raise CommandError(  # another host, or no start time to tell a reused pid: it cannot be known
+            f"{index_dir} holds a first build that has not finished; it may still be running as {who}. "
+            f"If no `bridge-rag index` runs there any more, {remove}"
         )
     raise not_an_index(index_dir)
 
@@ -699,21 +700,25 @@ def _update(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary
         )
     base = record or SourcesRecord(name, [], {}, "complete", _store_json(options, options.collection))
     final = SourcesRecord(name, sorted(roots), plan.entries, "complete", base.store, reading)
-    if not plan.empty:
-        store = _http_store(options, options.collection or str(base.store.get("collection") or f"{name}_rag"))
-        rag = _open_for_update(index_dir, record, store)  # before the journal: a refusal writes nothing
-        try:
-            _hold_for_update(rag, index_dir, record)
+    if plan.empty and final == record:
+        return _summary(plan, read)  # nothing to write: no other update's record is touched
+    store = _http_store(options, options.collection or str(base.store.get("collection") or f"{name}_rag"))
+    rag = _open_for_update(index_dir, record, store)  # before the journal: a refusal writes nothing
+    try:
+        _hold_for_update(rag, index_dir, record)  # also for a record alone: it may be newer than ours
+        if not plan.empty:
             write_sources(index_dir, base.journal(plan.pending, reading))
             if plan.delete_ids:
                 rag.delete_documents(plan.delete_ids)
             if plan.add:
                 rag.add_documents(plan.add)
-            write_sources(index_dir, final)  # under the lock: an update waiting on it never reads our journal
-        finally:
-            _close(rag)
-    else:
-        write_sources(index_dir, final)
+        write_sources(index_dir, final)  # under the lock: an update waiting on it never reads our journal
+    finally:
+        _close(rag)
+    return _summary(plan, read)
+
+
+def _summary(plan: UpdatePlan, read: ReadResult) -> IndexSummary:
     summary = plan.summary
     summary.files_read = len(read.files)
     summary.skipped = len(read.scan.skipped) + len(read.empty)

@@ -732,6 +732,10 @@ def test_a_first_build_killed_before_its_save_is_named_as_such(
     indexing.write_sources(index, record)
     with pytest.raises(CommandError, match="its collection 'notes' on the Chroma server and run"):
         _run(corpus, index, fake.name, update=True)
+    record.builder = {"pid": os.getpid(), "host": "buildbox-2", "started": "1"}  # cannot be known from here
+    indexing.write_sources(index, record)
+    with pytest.raises(CommandError, match=r"may still be running as pid \d+ on buildbox-2\. If no"):
+        _run(corpus, index, fake.name, update=True)
 
 
 def test_records_are_final_before_the_writer_lock_is_let_go(
@@ -751,6 +755,30 @@ def test_records_are_final_before_the_writer_lock_is_let_go(
     (corpus / "new.txt").write_text("Agnes Moor built the Greywater bridge.", encoding="utf-8")
     _run(corpus, index, None, update=True)
     assert states == ["complete", "complete"]
+
+
+def test_an_update_with_nothing_to_do_never_writes_over_a_newer_record(
+    tmp_path: Path, fake: type[JournalFake], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    index = tmp_path / "index"
+    _run(corpus, index, fake.name)
+    planned = indexing.plan_update
+    first = [True]
+
+    def another_update_lands(*args: Any) -> Any:
+        plan = planned(*args)  # this update's plan: nothing changed
+        if first:
+            first.clear()
+            (corpus / "new.txt").write_text("Agnes Moor built the Greywater bridge.", encoding="utf-8")
+            _run(corpus, index, None, update=True)  # another update adds a file meanwhile
+        return plan
+
+    monkeypatch.setattr(indexing, "plan_update", another_update_lands)
+    assert _run(corpus, index, None, update=True).unchanged == 5
+    record = read_sources(index)
+    assert record is not None
+    assert "new.txt" in record.sources  # the newer record stands
 
 
 def test_a_sources_file_that_is_not_a_file_is_named(tmp_path: Path, fake: type[JournalFake]) -> None:
