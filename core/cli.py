@@ -609,7 +609,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     errors = (CommandError, ValueError, FileNotFoundError, FileExistsError, TypeError, IndexLockedError)
     try:
         return int(args.func(args))
-    except (*errors, CatchUpError) as exc:
+    except (*errors, CatchUpError, OSError) as exc:  # OSError: a full disk, a permission, ...
         print(strip_terminal_controls(f"bridge-rag {args.command}: error: {exc}"), file=sys.stderr)
         return 2
 

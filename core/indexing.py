@@ -495,7 +495,8 @@ def _build(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
     if store is not None and store.count() > 0:
         raise CommandError(
             f"the collection {store.name!r} on {options.chroma_host}:{options.chroma_port} already holds "
-            f"{store.count():,} items; choose another --collection (or update its index with --update)"
+            f"{store.count():,} items; choose another --collection, update its index with --update, or "
+            "delete the collection if an interrupted build left it"
         )
     roots = sorted({str(f.file.root) for f in read.files})
     plan = plan_update({}, read.files, set())
@@ -535,8 +536,18 @@ def _build(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
             _close(rag)
     except BaseException:
         _remove_created(index_dir, created, before)
+        if store is not None:  # it held nothing before this build: what is there now is ours
+            _empty_quietly(store)
         raise
     return _summary(plan, read)
+
+
+def _empty_quietly(store: Any) -> None:
+    """Deletes what a failed first build wrote to a server's collection (best effort: it may be down)."""
+    try:
+        store.delete([i for page in store.pages() for i in page.ids])
+    except Exception:  # the build's own error is the one to report
+        return
 
 
 def _remove_created(index_dir: Path, created: bool, before: set[Path]) -> None:

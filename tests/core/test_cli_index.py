@@ -684,10 +684,14 @@ def test_cli_main_maps_command_errors_to_exit_2(tmp_path: Path, capsys: pytest.C
     def cannot_catch_up(*_: Any, **__: Any) -> None:
         raise CatchUpError("another worker's newer save cannot be loaded")
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(indexing, "run_index", cannot_catch_up)
-        assert main(["index", str(tmp_path), "--update", "--index", str(tmp_path / "i")]) == 2
-    assert "bridge-rag index: error: another worker's newer save" in capsys.readouterr().err
+    def disk_full(*_: Any, **__: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    for failure, message in ((cannot_catch_up, "another worker's newer save"), (disk_full, "No space left")):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(indexing, "run_index", failure)
+            assert main(["index", str(tmp_path), "--update", "--index", str(tmp_path / "i")]) == 2
+        assert f"bridge-rag index: error: {message}" in capsys.readouterr().err.replace("[Errno 28] ", "")
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 

@@ -62,3 +62,39 @@ def test_index_into_a_chroma_server_and_query_it(tmp_path: Path, chroma_server: 
     }
     data = query_json(index, "Who restored the Aurelio violin in Cremona?", "-k", "1")
     assert data["results"][0]["metadata"]["doc_id"] == "p-ferro"
+
+
+def test_a_failed_first_build_leaves_nothing_on_the_server(
+    tmp_path: Path, chroma_server: ChromaServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build that fails after its chunks reached the server takes them back: the same build then works."""
+    import io
+
+    from core.indexing import IndexOptions, run_index
+    from core.strategies.bridge import BridgeRAG
+
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    collection = f"cli-{uuid.uuid4().hex[:10]}"
+    options = IndexOptions(
+        paths=[str(corpus)],
+        index_dir=str(tmp_path / "index"),
+        strategy="bridge",
+        chroma_host=chroma_server.host,
+        chroma_port=chroma_server.port,
+        collection=collection,
+        progress=False,
+    )
+
+    def fail(self: BridgeRAG, path: object) -> None:
+        raise RuntimeError("simulated failure after the chunks reached the server")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(BridgeRAG, "save", fail)
+        with pytest.raises(RuntimeError, match="simulated failure"):
+            run_index(options, out=io.StringIO(), err=io.StringIO())
+    assert not (tmp_path / "index").exists()
+    client = chromadb.HttpClient(
+        host=chroma_server.host, port=chroma_server.port, settings=Settings(anonymized_telemetry=False)
+    )
+    assert client.get_collection(collection).count() == 0
+    assert run_index(options, out=io.StringIO(), err=io.StringIO()).added == 5
