@@ -35,6 +35,7 @@ from core.files import (
 )
 from core.persist import CorruptIndexError, index_kind
 from core.sources import ReadSettings, SourceEntry, SourcesRecord, read_sources, write_sources
+from core.strategies.common import DOC_ID_KEY
 from core.terminal import strip_terminal_controls
 from core.types import Document
 from core.writer_lock import owner_gone, owner_record
@@ -536,16 +537,25 @@ def _build(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
             _close(rag)
     except BaseException:
         _remove_created(index_dir, created, before)
-        if store is not None:  # it held nothing before this build: what is there now is ours
-            _empty_quietly(store)
+        if store is not None:
+            _take_back_quietly(store, [str(d.id) for d in docs])
         raise
     return _summary(plan, read)
 
 
-def _empty_quietly(store: Any) -> None:
-    """Deletes what a failed first build wrote to a server's collection (best effort: it may be down)."""
+#: Documents named per ``$in`` filter when a failed build takes its chunks back.
+_TAKE_BACK_BATCH = 100
+
+
+def _take_back_quietly(store: Any, doc_ids: Sequence[str]) -> None:
+    """Deletes the rows of ``doc_ids`` a failed first build wrote to a server's collection.
+
+    Only this build's documents: an app or another build writing to the same collection
+    meanwhile keeps its rows. Best effort: the server may be what failed.
+    """
     try:
-        store.delete([i for page in store.pages() for i in page.ids])
+        for start in range(0, len(doc_ids), _TAKE_BACK_BATCH):
+            store.delete_where({DOC_ID_KEY: {"$in": list(doc_ids[start : start + _TAKE_BACK_BATCH])}})
     except Exception:  # the build's own error is the one to report
         return
 
@@ -603,11 +613,10 @@ def _check_saved(index_dir: Path, name: str, record: SourcesRecord | None) -> No
         builder = record.builder
         if builder is None or owner_gone(builder):
             raise CommandError(f"{index_dir} holds a first build that did not finish (interrupted); {remove}")
-        who = f"pid {builder.get('pid')} on {builder.get('host')}"
+        who = f"pid {builder.get('pid')}" + (f" on {builder['host']}" if builder.get("host") else "")
         if builder.get("host") == socket.gethostname() and builder.get("started") is not None:
             raise CommandError(
-                f"{index_dir} is being built by a running `bridge-rag index` ({who}); let it finish, then "
-                "bring it up to date with --update"
+                f"{index_dir} is being built by a running `bridge-rag index` ({who}); let it finish first"
             )
         raise CommandError(  # another host, or no start time to tell a reused pid: it cannot be known
             f"{index_dir} holds a first build that has not finished; it may still be running as {who}. "

@@ -12,6 +12,7 @@ Two kinds of tests:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -493,6 +494,14 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> type[JournalFake]:
     return cls  # type: ignore[return-value]
 
 
+@pytest.fixture
+def fake_index(tmp_path: Path, fake: type[JournalFake]) -> tuple[Path, Path]:
+    """``(corpus, index)``: the small corpus, indexed with the fake strategy."""
+    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
+    _run(corpus, tmp_path / "index", fake.name)
+    return corpus, tmp_path / "index"
+
+
 def _run(
     corpus: Path,
     index: Path,
@@ -536,11 +545,9 @@ def test_failed_first_build_removes_the_directory_it_created(tmp_path: Path, fak
 
 
 def test_crash_between_delete_and_add_is_repaired_by_the_next_update(
-    tmp_path: Path, fake: type[JournalFake]
+    tmp_path: Path, fake: type[JournalFake], fake_index: tuple[Path, Path]
 ) -> None:
-    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
-    index = tmp_path / "index"
-    _run(corpus, index, fake.name)
+    corpus, index = fake_index
     (corpus / "bakery.txt").write_text("The bakery now sells bagels.", encoding="utf-8")
     JournalFake.fail = "add"
     with pytest.raises(RuntimeError, match="simulated crash"):
@@ -561,11 +568,9 @@ def test_crash_between_delete_and_add_is_repaired_by_the_next_update(
 
 
 def test_crash_after_the_strategy_saved_but_before_the_record_is_repaired(
-    tmp_path: Path, fake: type[JournalFake], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, fake: type[JournalFake], fake_index: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
-    index = tmp_path / "index"
-    _run(corpus, index, fake.name)
+    corpus, index = fake_index
     (corpus / "notes" / "new.md").write_text("# New\n\nA new note.", encoding="utf-8")
     (corpus / "notes" / "varga.md").unlink()
     calls = []
@@ -695,21 +700,6 @@ def test_cli_main_maps_command_errors_to_exit_2(tmp_path: Path, capsys: pytest.C
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 
-def test_an_interrupted_first_build_is_named_as_such(tmp_path: Path, fake: type[JournalFake]) -> None:
-    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
-    index = tmp_path / "index"
-    _run(corpus, index, fake.name)
-    shutil.rmtree(index / fake.name)  # as if killed before the strategy's first save
-    path = index / SOURCES_FILE
-    data = json.loads(path.read_text(encoding="utf-8"))
-    data["state"] = "building"
-    body = {k: v for k, v in data.items() if k != "checksum"}
-    path.write_bytes(json_to_bytes({**body, "checksum": sha256_hex(json_to_bytes(body))}))
-    for update in (False, True):
-        with pytest.raises(CommandError, match="holds a first build that did not finish"):
-            _run(corpus, index, fake.name, update=update)
-
-
 def test_a_first_build_killed_before_its_save_is_named_as_such(
     tmp_path: Path, fake: type[JournalFake], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -723,23 +713,22 @@ def test_a_first_build_killed_before_its_save_is_named_as_such(
     record = read_sources(index)
     assert record is not None
     assert record.state == "building"
-    for update in (False, True):  # its builder (this process) runs: the build is named as running
-        with pytest.raises(CommandError, match=r"is being built by a running `bridge-rag index` \(pid"):
-            _run(corpus, index, fake.name, update=update)
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
-    record.builder = {**(record.builder or {}), "pid": int(gone.stdout), "started": None}
-    indexing.write_sources(index, record)
-    for update in (False, True):
-        with pytest.raises(CommandError, match="holds a first build that did not finish"):
-            _run(corpus, index, fake.name, update=update)
-    record.store = {"kind": "http", "host": "127.0.0.1", "port": 8000, "collection": "notes"}
-    indexing.write_sources(index, record)
-    with pytest.raises(CommandError, match="its collection 'notes' on the Chroma server and run"):
-        _run(corpus, index, fake.name, update=True)
-    record.builder = {"pid": os.getpid(), "host": "buildbox-2", "started": "1"}  # cannot be known from here
-    indexing.write_sources(index, record)
-    with pytest.raises(CommandError, match=r"may still be running as pid \d+ on buildbox-2\. If no"):
-        _run(corpus, index, fake.name, update=True)
+    server = {"kind": "http", "host": "127.0.0.1", "port": 8000, "collection": "notes"}
+    elsewhere = {"pid": os.getpid(), "host": "buildbox-2", "started": "1"}  # cannot be checked from here
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({}, r"is being built by a running `bridge-rag index` \(pid"),  # its builder: this process
+        ({"builder": {**(record.builder or {}), "pid": int(gone.stdout)}}, "first build that did not finish"),
+        ({"store": server}, "its collection 'notes' on the Chroma server and run"),
+        ({"builder": elsewhere}, r"may still be running as pid \d+ on buildbox-2\. If no"),
+        ({"builder": None, "store": {}}, "first build that did not finish"),  # a record of an older version
+    ]
+    for change, message in cases:
+        record = dataclasses.replace(record, **change)
+        indexing.write_sources(index, record)
+        for update in (False, True):
+            with pytest.raises(CommandError, match=message):
+                _run(corpus, index, fake.name, update=update)
 
 
 def test_records_are_final_before_the_writer_lock_is_let_go(
@@ -762,11 +751,9 @@ def test_records_are_final_before_the_writer_lock_is_let_go(
 
 
 def test_an_update_with_nothing_to_do_never_writes_over_a_newer_record(
-    tmp_path: Path, fake: type[JournalFake], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, fake_index: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
-    index = tmp_path / "index"
-    _run(corpus, index, fake.name)
+    corpus, index = fake_index
     planned = indexing.plan_update
     first = [True]
 
@@ -798,12 +785,10 @@ def test_a_sources_file_that_is_not_a_file_is_named(tmp_path: Path, fake: type[J
 
 
 def test_an_update_refuses_when_another_finished_meanwhile(
-    tmp_path: Path, fake: type[JournalFake], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, fake_index: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another update's record, written while this one read the files, is kept: this one writes nothing."""
-    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
-    index = tmp_path / "index"
-    _run(corpus, index, fake.name)
+    corpus, index = fake_index
     (corpus / "new.txt").write_text("Agnes Moor built the Greywater bridge.", encoding="utf-8")
     opened = indexing._open_for_update
     first = [True]
@@ -875,11 +860,11 @@ def test_a_readable_strategy_folder_is_chosen_before_a_damaged_one(tmp_path: Pat
     assert indexing.detect_strategy(tmp_path, None) == "bridge"  # then the damage is named on load
 
 
-def test_an_index_whose_current_file_is_lost_still_updates(tmp_path: Path, fake: type[JournalFake]) -> None:
+def test_an_index_whose_current_file_is_lost_still_updates(
+    tmp_path: Path, fake: type[JournalFake], fake_index: tuple[Path, Path]
+) -> None:
     """The command finds a save as ``load`` finds it: without ``CURRENT``, the newest generation."""
-    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
-    index = tmp_path / "index"
-    _run(corpus, index, fake.name)
+    corpus, index = fake_index
     (index / fake.name / "CURRENT").unlink()
     (corpus / "new.txt").write_text("Agnes Moor built the Greywater bridge.", encoding="utf-8")
     summary = _run(corpus, index, None, update=True)
@@ -1053,11 +1038,11 @@ def test_an_interrupted_update_is_repaired_with_the_settings_it_was_given(
     assert "with the settings recorded for this index: --glob '*'" in capsys.readouterr().err
 
 
-def test_a_record_without_read_settings_still_updates(tmp_path: Path, fake: type[JournalFake]) -> None:
+def test_a_record_without_read_settings_still_updates(
+    tmp_path: Path, fake: type[JournalFake], fake_index: tuple[Path, Path]
+) -> None:
     """A ``sources.json`` written before the read settings were kept reads with the defaults."""
-    corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)
-    index = tmp_path / "index"
-    _run(corpus, index, fake.name)
+    corpus, index = fake_index
     path = index / SOURCES_FILE
     data = json.loads(path.read_text(encoding="utf-8"))
     for reading, works in (

@@ -86,6 +86,8 @@ def test_a_failed_first_build_leaves_nothing_on_the_server(
     )
 
     def fail(self: BridgeRAG, path: object) -> None:
+        app = self.store.collection  # an app writing to the same collection meanwhile
+        app.add(ids=["app-1"], documents=["the app's own row"], embeddings=[[0.0] * self.embedder.dimension])
         raise RuntimeError("simulated failure after the chunks reached the server")
 
     with monkeypatch.context() as patch:
@@ -96,5 +98,6 @@ def test_a_failed_first_build_leaves_nothing_on_the_server(
     client = chromadb.HttpClient(
         host=chroma_server.host, port=chroma_server.port, settings=Settings(anonymized_telemetry=False)
     )
-    assert client.get_collection(collection).count() == 0
+    assert client.get_collection(collection).get()["ids"] == ["app-1"]  # the build's rows alone went
+    client.get_collection(collection).delete(ids=["app-1"])
     assert run_index(options, out=io.StringIO(), err=io.StringIO()).added == 5
