@@ -11,6 +11,7 @@ at any point is repaired by the next ``--update``.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import shutil
@@ -35,7 +36,6 @@ from core.files import (
 )
 from core.persist import CorruptIndexError, index_kind
 from core.sources import ReadSettings, SourceEntry, SourcesRecord, read_sources, write_sources
-from core.strategies.common import DOC_ID_KEY
 from core.terminal import strip_terminal_controls
 from core.types import Document
 from core.writer_lock import owner_gone, owner_record
@@ -526,38 +526,40 @@ def _build(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
     except BaseException:
         _remove_created(index_dir, created, before)
         raise
-    try:
-        rag = cls.from_documents(
-            docs, store=store, persist_directory=index_dir, show_progress=_progress(options), **settings
-        )
-        try:  # the record is final before the build lets go of the writer lock
-            record.sources, record.state, record.builder = plan.entries, "complete", None
-            write_sources(index_dir, record)
-        finally:
-            _close(rag)
-    except BaseException:
-        _remove_created(index_dir, created, before)
-        if store is not None:
-            _take_back_quietly(store, [str(d.id) for d in docs])
-        raise
+    recording = store.recording_additions() if store is not None else contextlib.nullcontext([])
+    with recording as written:
+        try:
+            rag = cls.from_documents(
+                docs, store=store, persist_directory=index_dir, show_progress=_progress(options), **settings
+            )
+            try:  # the record is final before the build lets go of the writer lock
+                record.sources, record.state, record.builder = plan.entries, "complete", None
+                write_sources(index_dir, record)
+            finally:
+                _close(rag)
+        except BaseException:
+            # Before the directory goes: interrupted here, its record names the collection to clean.
+            _take_back_quietly(store, written)
+            _remove_created(index_dir, created, before)
+            raise
     return _summary(plan, read)
 
 
-#: Documents named per ``$in`` filter when a failed build takes its chunks back.
-_TAKE_BACK_BATCH = 100
+#: Rows deleted per call when a failed build takes back what it wrote.
+_TAKE_BACK_BATCH = 500
 
 
-def _take_back_quietly(store: Any, doc_ids: Sequence[str]) -> None:
-    """Deletes the rows of ``doc_ids`` a failed first build wrote to a server's collection.
+def _take_back_quietly(store: Any, written: Sequence[str]) -> None:
+    """Deletes the rows a failed first build wrote to a server's collection, and only those.
 
-    Only this build's documents: an app or another build writing to the same collection
-    meanwhile keeps its rows. Best effort: the server may be what failed.
+    An app or another build writing to the same collection meanwhile keeps its rows. Best
+    effort, batch by batch: the server may be what failed.
     """
-    try:
-        for start in range(0, len(doc_ids), _TAKE_BACK_BATCH):
-            store.delete_where({DOC_ID_KEY: {"$in": list(doc_ids[start : start + _TAKE_BACK_BATCH])}})
-    except Exception:  # the build's own error is the one to report
-        return
+    for start in range(0, len(written), _TAKE_BACK_BATCH):
+        try:
+            store.delete(list(written[start : start + _TAKE_BACK_BATCH]))
+        except Exception:  # the build's own error is the one to report; try the rest
+            continue
 
 
 def _remove_created(index_dir: Path, created: bool, before: set[Path]) -> None:

@@ -385,6 +385,7 @@ class ChunkStore:
         self._name: str | None = None
         self._open_lock = threading.Lock()
         self._claim: dict[str, Any] | None = None  # the build claim of a replaced sibling (see sibling)
+        self._added: list[str] | None = None  # the ids added while recording_additions() runs
 
     @property
     def collection(self) -> Any:
@@ -925,7 +926,26 @@ class ChunkStore:
                     documents=list(texts[start:end]),
                     metadatas=clean[start:end],
                 )
+                if self._added is not None:
+                    self._added.extend(id_list[start:end])
                 bar.update(end - start)
+
+    @contextlib.contextmanager
+    def recording_additions(self) -> Iterator[list[str]]:
+        """Collects the ids this object adds while the block runs, batch by batch as written.
+
+        What a failed build wrote, and only that, so it can take it back (an app or another
+        build writing to the same collection meanwhile keeps its rows).
+
+        Yields:
+            The list the added ids are appended to.
+        """
+        added: list[str] = []
+        self._added = added
+        try:
+            yield added
+        finally:
+            self._added = None
 
     def existing(self, ids: Sequence[str]) -> list[str]:
         """The ids of ``ids`` that the collection holds (in the order given)."""

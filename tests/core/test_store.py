@@ -431,3 +431,15 @@ def test_a_deferred_store_opens_its_collection_on_first_use(tmp_path: Path) -> N
         ChunkStore.deferred(
             lambda: ChunkStore.persistent(tmp_path / "nowhere", "xyz", create=False), "xyz", location
         ).count()
+
+
+def test_recording_additions_keeps_what_this_object_wrote(store: ChunkStore) -> None:
+    _fill(store, 2)  # rows written before the recording: not recorded
+    vectors = np.ones((2, 8), dtype=np.float32)
+    with store.recording_additions() as written:
+        store.add(["mine-1", "mine-2"], ["a", "b"], vectors, [{}, {}])
+        with pytest.raises(ValueError, match="already in the collection"):
+            store.add(["mine-1", "mine-3"], ["a", "c"], vectors, [{}, {}])  # refused: writes nothing
+        ChunkStore(store.collection).add(["other"], ["o"], vectors[:1], [{}])  # another writer's row
+    store.add(["later"], ["l"], vectors[:1], [{}])
+    assert written == ["mine-1", "mine-2"]

@@ -67,7 +67,7 @@ def test_index_into_a_chroma_server_and_query_it(tmp_path: Path, chroma_server: 
 def test_a_failed_first_build_leaves_nothing_on_the_server(
     tmp_path: Path, chroma_server: ChromaServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A build that fails after its chunks reached the server takes them back: the same build then works."""
+    """A build that fails after its chunks reached the server takes back those rows alone; then it works."""
     import io
 
     from core.indexing import IndexOptions, run_index
