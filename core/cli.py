@@ -606,10 +606,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from core.writer_lock import CatchUpError, IndexLockedError
 
     args = build_parser().parse_args(argv)
-    errors = (CommandError, ValueError, FileNotFoundError, FileExistsError, TypeError, IndexLockedError)
-    try:
+    try:  # OSError: a file not found or already there, a full disk, a permission
         return int(args.func(args))
-    except (*errors, CatchUpError, OSError) as exc:  # OSError: a full disk, a permission, ...
+    except (CommandError, ValueError, TypeError, OSError, IndexLockedError, CatchUpError) as exc:
         print(strip_terminal_controls(f"bridge-rag {args.command}: error: {exc}"), file=sys.stderr)
         return 2
 

@@ -15,7 +15,6 @@ import contextlib
 import inspect
 import math
 import shutil
-import socket
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,7 +37,7 @@ from core.persist import CorruptIndexError, index_kind
 from core.sources import ReadSettings, SourceEntry, SourcesRecord, read_sources, write_sources
 from core.terminal import strip_terminal_controls
 from core.types import Document
-from core.writer_lock import owner_gone, owner_record
+from core.writer_lock import owner_gone, owner_known_running, owner_record
 
 __all__ = [
     "DEFAULT_STRATEGY",
@@ -616,7 +615,7 @@ def _check_saved(index_dir: Path, name: str, record: SourcesRecord | None) -> No
         if builder is None or owner_gone(builder):
             raise CommandError(f"{index_dir} holds a first build that did not finish (interrupted); {remove}")
         who = f"pid {builder.get('pid')}" + (f" on {builder['host']}" if builder.get("host") else "")
-        if builder.get("host") == socket.gethostname() and builder.get("started") is not None:
+        if owner_known_running(builder):
             raise CommandError(
                 f"{index_dir} is being built by a running `bridge-rag index` ({who}); let it finish first"
             )

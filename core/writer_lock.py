@@ -49,6 +49,7 @@ __all__ = [
     "holds_lock",
     "lock_owner",
     "owner_gone",
+    "owner_known_running",
     "owner_record",
     "release_locks_of",
 ]
@@ -122,6 +123,18 @@ def owner_gone(owner: Mapping[str, Any]) -> bool:
         return False
     started = owner.get("started")
     return not _alive(pid, started if isinstance(started, str) else None)
+
+
+def owner_known_running(owner: Mapping[str, Any]) -> bool:
+    """Whether the process an :func:`owner_record` names is known to still run.
+
+    Only on this host, and only with its start time: without one, a pid taken over by a
+    newer process cannot be told apart, so neither this nor :func:`owner_gone` holds.
+    """
+    pid, started = owner.get("pid"), owner.get("started")
+    if owner.get("host") != socket.gethostname() or not isinstance(pid, int) or not isinstance(started, str):
+        return False
+    return _alive(pid, started)
 
 
 def _parse(raw: bytes) -> dict[str, Any] | None:

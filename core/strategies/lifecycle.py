@@ -607,7 +607,7 @@ class IndexLifecycle(Follows):
         if persist_directory is not None:  # one writer: taken before Chroma is touched
             root = Path(persist_directory)
             check_rebuild_store(root, root / self.name, self.store, self.default_collection)
-            WriterLock.acquire(Path(persist_directory) / self.name, self)
+            WriterLock.acquire(root / self.name, self)
         self._index_documents(docs, first_build=True)
         if persist_directory is not None:
             self.save(Path(persist_directory) / self.name)
