@@ -239,12 +239,16 @@ class IndexLifecycle(Follows):
                 rows = self._table.rows_named(names, flt)
             if not rows:
                 return 0
-            self._drop_rows(rows, from_store=True)
+            self._delete_rows(rows)
             try:
                 self._after_change()
             finally:  # the delete is saved even when the slow work after it is interrupted
                 self._autosave()
         return len(rows)
+
+    def _delete_rows(self, rows: Sequence[int]) -> None:
+        """A delete's removal: the rows leave Chroma, then every structure (:meth:`_drop_rows`)."""
+        self._drop_rows(rows, from_store=True)
 
     def _drop_rows(self, rows: Sequence[int], *, from_store: bool) -> None:
         """Removes rows from every structure while no query runs: a delete's, and a sync's, removal.

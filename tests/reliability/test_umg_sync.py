@@ -118,14 +118,48 @@ def test_a_tenants_document_never_takes_in_another_tenants_chunk_on_sync() -> No
     assert "Falcon team meets" in _texts(rag, "Where does the team meet?", filter={"tenant": "acme"})
 
 
-def test_a_document_deleted_through_the_retriever_but_kept_in_the_collection_comes_back() -> None:
-    """The index mirrors the collection: to delete for good, delete from the collection."""
-    store = _guild_store("umg-sync-mirror")
-    rag = _umg(store)
+def test_a_document_deleted_through_the_retriever_leaves_the_collection_and_stays_deleted(
+    tmp_path: Path,
+) -> None:
+    """A delete deletes: the chunks its windows were cut from leave too, so no sync restores it."""
+    store = ChunkStore.persistent(tmp_path / "chroma", unique_name("umg-sync-delete"))
+    acme, globex = {"source": "report.pdf", "tenant": "acme"}, {"source": "report.pdf", "tenant": "globex"}
+    _app_adds(
+        store,
+        ["g-1", "g-2", "a1", "a2", "z1"],
+        [
+            *GUILD,
+            "Falcon launches in May. Acme builds Falcon in Ohio.",
+            "Acme's Falcon team is led by Dana Reyes.",
+            "Globex: Project Zeta price is $41M.",
+        ],
+        [{"source": "guild.md"}] * 2 + [acme, acme, globex],
+    )
+    rag = _umg(store, persist_directory=tmp_path / "index")
+    other = UMGRAG.load(  # a worker that loaded before the deletes
+        tmp_path / "index" / "umg", embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor()
+    )
     assert rag.delete_documents(["guild.md"]) > 0
-    assert "Quellmoor" not in _texts(rag, "Who founded the Quellmoor Guild?")
-    assert tuple(rag.sync()) == (1, 0, 0)
-    assert "Quellmoor" in _texts(rag, "Who founded the Quellmoor Guild?")
+    assert rag.delete_documents(["report.pdf"], filter={"tenant": "acme"}) > 0
+    assert store.get(include_embeddings=False).ids == ["z1"]  # the other tenant's chunk stays
+    for worker in (rag, other):
+        worker.sync()  # globex's report.pdf may be re-cut under its own name, now that it is alone
+        assert "Quellmoor" not in _texts(worker, "Who founded the Quellmoor Guild?")
+        assert "Falcon" not in _texts(worker, "When does Falcon launch?")
+        assert "Zeta" in _texts(worker, "What is the Zeta price?")
+    rag.close()
+    other.close()
+
+
+def test_a_delete_of_some_windows_leaves_the_collection_and_is_not_undone_by_a_sync() -> None:
+    """A filter on a window's own key deletes windows, not the document: its chunks stay."""
+    store = _guild_store("umg-sync-part")
+    rag = _umg(store)
+    assert rag.delete_documents(["guild.md"], filter={"sent_start": 0}) > 0
+    left = _texts(rag, "Where does the guild trade salt?")
+    assert len(store.get(include_embeddings=False).ids) == 2
+    assert tuple(rag.sync()) == (0, 0, 0)
+    assert _texts(rag, "Where does the guild trade salt?") == left
 
 
 def test_umg_built_from_documents_has_nothing_to_follow() -> None:

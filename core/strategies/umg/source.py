@@ -5,21 +5,29 @@ UMG-RAG re-cuts a collection's chunks into sentence windows of whole documents
 document at a time: each document it indexed from the collection has a signature (a hash
 of its rebuilt text and metadata), and a document whose signature changed, or that is new
 or gone, is re-cut, added or removed. Signatures are hashes: no text of a document is kept
-here, and a deleted document's signature leaves with it.
+here, and a deleted document's signature leaves with it. A document deleted through the
+retriever leaves the collection too (:func:`delete_source_documents`), so no sync brings it
+back.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from core.store import ChunkStore
-from core.strategies.common import documents_from_chunks
+from core.strategies.common import document_groups, documents_from_chunks
 from core.types import Document
 
-__all__ = ["SourceChanges", "document_signature", "source_changes", "source_documents"]
+__all__ = [
+    "SourceChanges",
+    "delete_source_documents",
+    "document_signature",
+    "source_changes",
+    "source_documents",
+]
 
 
 class SourceChanges(NamedTuple):
@@ -65,3 +73,21 @@ def source_changes(known: Mapping[str, str], docs: list[Document]) -> SourceChan
     new = [doc for name, doc in now.items() if name not in known]
     changed = [doc for name, doc in now.items() if name in known and known[name] != document_signature(doc)]
     return SourceChanges(new, sorted(set(known) - set(now)), changed)
+
+
+def delete_source_documents(store: ChunkStore, names: Sequence[str]) -> int:
+    """Deletes documents from a collection: every chunk grouped into them as a build groups them.
+
+    Args:
+        store: The collection the index follows.
+        names: Document ids as :func:`source_documents` names them.
+
+    Returns:
+        The number of chunks deleted.
+    """
+    stored = store.get(include_embeddings=False)
+    groups = document_groups(stored.ids, stored.metadatas)
+    ids = [stored.ids[i] for name in dict.fromkeys(names) for i in groups.get(name, [])]
+    if ids:
+        store.delete(ids)
+    return len(ids)

@@ -66,7 +66,13 @@ from core.strategies.follow import follows_writer
 from core.strategies.lifecycle import IndexLifecycle, Synced
 from core.strategies.subjects import unit_subjects
 from core.strategies.table import ChunkRows, ChunkTable, check_new_documents
-from core.strategies.umg.source import SourceChanges, document_signature, source_changes, source_documents
+from core.strategies.umg.source import (
+    SourceChanges,
+    delete_source_documents,
+    document_signature,
+    source_changes,
+    source_documents,
+)
 from core.strategies.umg.sparse import BM25Expert, SpladeExpert
 from core.strategies.umg.uncertainty import entropy_confidence, minmax_normalize, standardize
 from core.strategies.umg.units import UnitTable, build_units
@@ -350,8 +356,8 @@ class UMGRAG(IndexLifecycle):
         UMG-RAG's windows span chunks, so it follows the collection a document at a time
         (:mod:`core.strategies.umg.source`): a document any of whose chunks was added, changed
         or deleted there is cut into windows and embedded anew; :meth:`sync` counts documents.
-        A document deleted through the retriever but still in the collection comes back at
-        the next sync: delete it from the collection to delete it for good.
+        A document deleted through the retriever leaves the collection too
+        (:meth:`_delete_rows`), so no sync brings it back.
         """
         changes, taken = self._source_changes()
         if taken:
@@ -362,6 +368,30 @@ class UMGRAG(IndexLifecycle):
                 stacklevel=4,
             )
         return changes.names
+
+    def _delete_rows(self, rows: Sequence[int]) -> None:
+        """A delete's removal: a whole document taken from the collection leaves it first.
+
+        Its windows are cut from the collection's chunks, so those chunks are deleted there
+        before the windows leave (a crash between the two is undone by the next sync, which
+        finds the document gone); else the next sync would take the document in again. A
+        delete that leaves some of a document's windows (a filter on a window's own key)
+        leaves the collection as it is, and the document's signature keeps the sync from
+        restoring them. An index that cannot find the collection it follows cannot sync, so
+        nothing brings its deleted documents back.
+        """
+        with self._lock:
+            gone = set(rows)
+            doc_rows = self._table.doc_rows
+            names = [n for n in self._signatures or {} if n in doc_rows and gone.issuperset(doc_rows[n])]
+        if names:
+            try:
+                source = self._source_store()
+            except (ValueError, NotImplementedError):
+                source = None
+            if source is not None:
+                delete_source_documents(source, names)
+        super()._delete_rows(rows)
 
     def _source_changes(self) -> tuple[SourceChanges, list[str]]:
         """The collection's changes, less a new document whose id one added through the retriever has.
