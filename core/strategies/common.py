@@ -40,6 +40,7 @@ __all__ = [
     "check_new_index_directory",
     "check_query_vector",
     "check_rebuild_store",
+    "chunk_identity",
     "collection_order",
     "default_store",
     "doc_id_of",
@@ -536,6 +537,15 @@ def document_key(metadata: Mapping[str, Any] | None) -> str:
     return json.dumps(shared, sort_keys=True, default=str)
 
 
+def chunk_identity(item_id: str, metadata: Mapping[str, Any] | None) -> str:
+    """The document a chunk belongs to, whatever else its collection holds: its name and key.
+
+    :func:`_groups` names a document ``name`` or ``name#<hash>`` depending on whether another
+    document shares its name; this is always the suffixed form, so it stays the same.
+    """
+    return suffixed_name(doc_id_of(item_id, metadata), document_key(metadata))
+
+
 def suffixed_name(name: str, key: str) -> str:
     """The id of one of several documents that share ``name``: ``name#<8 hex digits of key>``."""
     return f"{name}#{hashlib.sha256(key.encode()).hexdigest()[:8]}"
@@ -591,7 +601,10 @@ def document_groups(
 
 
 def documents_from_chunks(
-    ids: Sequence[str], texts: Sequence[str | None], metadatas: Sequence[Mapping[str, Any] | None]
+    ids: Sequence[str],
+    texts: Sequence[str | None],
+    metadatas: Sequence[Mapping[str, Any] | None],
+    groups: Mapping[str, list[int]] | None = None,
 ) -> list[Document]:
     """Rebuilds whole documents from the chunks of a collection, for strategies that re-split.
 
@@ -606,9 +619,11 @@ def documents_from_chunks(
     What is lost: without usable ``start_index`` an overlap between chunks is kept twice,
     and without usable ``chunk_order`` / ``start_index`` the document follows the
     collection's order, which need not be the text's.
+
+    ``groups``, when given, is :func:`document_groups` of the same chunks, already computed.
     """
     docs: list[Document] = []
-    for doc_id, rows in document_groups(ids, metadatas).items():
+    for doc_id, rows in (document_groups(ids, metadatas) if groups is None else groups).items():
         metas = [public_metadata(metadatas[i]) for i in rows]
         if _distinct_ints(metas, "start_index"):
             text = _join_by_offsets(

@@ -362,7 +362,7 @@ def test_a_build_into_a_directory_saves_once_with_what_it_follows(tmp_path: Path
     assert len(generations) == 1
     meta, files = load_index(folder, kind=UMGRAG.name, version=UMGRAG.index_version)
     assert meta["from_store"] is True
-    assert "source_signatures.json" in files
+    assert "source_documents.json" in files
     with pytest.raises(TypeError, match="collection_name"):
         _build(store, collection_name="elsewhere")  # not a setting of a build from a store
 

@@ -151,6 +151,53 @@ def test_a_document_deleted_through_the_retriever_leaves_the_collection_and_stay
     other.close()
 
 
+ACME = {"source": "report.pdf", "tenant": "acme"}
+GLOBEX = {"source": "report.pdf", "tenant": "globex"}
+FALCON = ["Falcon launches in May. Acme builds Falcon in Ohio.", "Acme's Falcon team is led by Dana Reyes."]
+
+
+def _tenants(store: ChunkStore) -> dict[str, str]:
+    stored = store.get(include_embeddings=False)
+    return {cid: str(meta.get("tenant")) for cid, meta in zip(stored.ids, stored.metadatas, strict=True)}
+
+
+def test_a_delete_takes_only_the_chunks_the_document_was_cut_from_whatever_the_app_wrote_since() -> None:
+    """The app's unsynced writes: another tenant's same-named file, or a chunk the index never saw."""
+    # the app swaps acme's report.pdf for globex's under the same chunk ids: none is acme's now
+    store = ChunkStore.ephemeral(unique_name("umg-del-reused"))
+    _app_adds(store, ["r1", "r2"], FALCON, [ACME, ACME])
+    rag = _umg(store)
+    store.delete(["r1", "r2"])
+    _app_adds(store, ["r1"], ["Globex: Project Zeta price is $41M."], [GLOBEX])
+    assert rag.delete_documents(["report.pdf"], filter={"tenant": "acme"}) > 0
+    assert _tenants(store) == {"r1": "globex"}
+    # globex's report.pdf joins, so acme's is renamed report.pdf#<hash> in the collection: still found
+    store = ChunkStore.ephemeral(unique_name("umg-del-renamed"))
+    _app_adds(store, ["a1", "a2"], FALCON, [ACME, ACME])
+    rag = _umg(store)
+    _app_adds(store, ["g1"], ["Globex: Project Zeta price is $41M."], [GLOBEX])
+    _app_adds(store, ["a3"], ["Acme's Falcon budget was approved in June."], [ACME])  # never indexed
+    assert rag.delete_documents(["report.pdf"], filter={"tenant": "acme"}) > 0
+    assert _tenants(store) == {"g1": "globex", "a3": "acme"}
+    rag.sync()
+    assert "Falcon launches" not in _texts(rag, "When does Falcon launch?")
+    assert "budget" in _texts(rag, "When was the Falcon budget approved?")  # the app's own, synced
+
+
+def test_a_delete_and_a_sync_find_a_collection_the_app_made_anew(tmp_path: Path) -> None:
+    name = unique_name("umg-del-remade")
+    store = ChunkStore.persistent(tmp_path / "chroma", name)
+    rows = (["a1", "g1"], [FALCON[0], "Globex: Project Zeta price is $41M."], [ACME, GLOBEX])
+    _app_adds(store, *rows)
+    rag = _umg(store)
+    store.client.delete_collection(name)  # the app ingests again from scratch
+    _app_adds(ChunkStore.persistent(tmp_path / "chroma", name), *rows)
+    assert rag.delete_documents(["report.pdf"], filter={"tenant": "acme"}) > 0
+    rag.sync()
+    assert "Falcon" not in _texts(rag, "When does Falcon launch?")
+    assert "Zeta" in _texts(rag, "What is the Zeta price?")
+
+
 def test_a_delete_of_some_windows_leaves_the_collection_and_is_not_undone_by_a_sync() -> None:
     """A filter on a window's own key deletes windows, not the document: its chunks stay."""
     store = _guild_store("umg-sync-part")

@@ -2,12 +2,17 @@
 
 UMG-RAG re-cuts a collection's chunks into sentence windows of whole documents
 (:func:`core.strategies.common.documents_from_chunks`), so it follows the collection a
-document at a time: each document it indexed from the collection has a signature (a hash
-of its rebuilt text and metadata), and a document whose signature changed, or that is new
-or gone, is re-cut, added or removed. Signatures are hashes: no text of a document is kept
-here, and a deleted document's signature leaves with it. A document deleted through the
-retriever leaves the collection too (:func:`delete_source_documents`), so no sync brings it
-back.
+document at a time. Of each document it took from the collection it records (:class:`Followed`)
+a signature (a hash of its rebuilt text and metadata), the ids of the chunks it was rebuilt
+from and their identity (their name and shared metadata, hashed); a document whose signature
+changed, or that is new or gone, is re-cut, added or removed. No text of a document is kept
+here, and a deleted document's record leaves with it.
+
+A document deleted through the retriever leaves the collection too
+(:func:`delete_source_documents`), so no sync brings it back: exactly the chunks it was
+rebuilt from, and only while they still carry its identity. Chunks the app added to it since
+(not yet synced) stay, as does a chunk under a reused id that now belongs to another document
+(another tenant's ``report.pdf``).
 """
 
 from __future__ import annotations
@@ -17,12 +22,14 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from core.store import ChunkStore
-from core.strategies.common import document_groups, documents_from_chunks
+from core.store import ChunkStore, StoredChunks
+from core.strategies.common import chunk_identity, document_groups, documents_from_chunks
 from core.types import Document
 
 __all__ = [
+    "Followed",
     "SourceChanges",
+    "SourceDocument",
     "delete_source_documents",
     "document_signature",
     "source_changes",
@@ -30,12 +37,39 @@ __all__ = [
 ]
 
 
+class Followed(NamedTuple):
+    """What an index records of a document it took from the collection.
+
+    Attributes:
+        signature: :func:`document_signature` of the document as taken in.
+        identity: :func:`core.strategies.common.chunk_identity` of its chunks ("" in an index
+            saved before it was recorded: a delete then leaves the collection alone).
+        chunks: The ids of the chunks it was rebuilt from.
+    """
+
+    signature: str
+    identity: str = ""
+    chunks: tuple[str, ...] = ()
+
+
+class SourceDocument(NamedTuple):
+    """A document of the collection, with what an index that takes it in records of it."""
+
+    document: Document
+    followed: Followed
+
+    @property
+    def name(self) -> str:
+        """The document's id."""
+        return self.document.id or ""
+
+
 class SourceChanges(NamedTuple):
     """The documents of a collection that are new to an index, gone from it, or changed."""
 
-    new: list[Document]
+    new: list[SourceDocument]
     gone: list[str]
-    changed: list[Document]
+    changed: list[SourceDocument]
 
     def __bool__(self) -> bool:
         return bool(self.new or self.gone or self.changed)
@@ -43,7 +77,7 @@ class SourceChanges(NamedTuple):
     @property
     def names(self) -> list[str]:
         """Every document id concerned, sorted."""
-        return sorted({*(d.id or "" for d in (*self.new, *self.changed)), *self.gone})
+        return sorted({*(d.name for d in (*self.new, *self.changed)), *self.gone})
 
 
 def document_signature(doc: Document) -> str:
@@ -52,42 +86,75 @@ def document_signature(doc: Document) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def source_documents(store: ChunkStore) -> list[Document]:
-    """A collection's documents, rebuilt from its chunks as a UMG-RAG build rebuilds them."""
-    stored = store.get(include_embeddings=False)
-    return documents_from_chunks(stored.ids, stored.texts, stored.metadatas)
-
-
-def source_changes(known: Mapping[str, str], docs: list[Document]) -> SourceChanges:
-    """How ``docs`` (a collection's documents now) differ from the ``known`` signatures.
+def source_documents(store: ChunkStore, stored: StoredChunks | None = None) -> list[SourceDocument]:
+    """A collection's documents, rebuilt from its chunks as a UMG-RAG build rebuilds them.
 
     Args:
-        known: The signature of each document the index took from the collection, by id.
+        store: The collection.
+        stored: Its chunks, already read (without embeddings); None: read them here.
+    """
+    if stored is None:
+        stored = store.get(include_embeddings=False)
+    ids, metas = stored.ids, stored.metadatas
+    groups = document_groups(ids, metas)
+    out = []
+    for doc in documents_from_chunks(ids, stored.texts, metas, groups):
+        rows = groups[doc.id or ""]
+        identity = chunk_identity(ids[rows[0]], metas[rows[0]])
+        followed = Followed(document_signature(doc), identity, tuple(ids[r] for r in rows))
+        out.append(SourceDocument(doc, followed))
+    return out
+
+
+def source_changes(known: Mapping[str, Followed], docs: list[SourceDocument]) -> SourceChanges:
+    """How ``docs`` (a collection's documents now) differ from the ``known`` ones.
+
+    Args:
+        known: What the index recorded of each document it took from the collection, by id.
         docs: The collection's documents now (:func:`source_documents`).
 
     Returns:
         The documents new to the index, the ids of those gone from the collection, and the
         documents whose text or metadata changed there.
     """
-    now = {doc.id or "": doc for doc in docs}
+    now = {doc.name: doc for doc in docs}
     new = [doc for name, doc in now.items() if name not in known]
-    changed = [doc for name, doc in now.items() if name in known and known[name] != document_signature(doc)]
+    changed = [
+        doc for name, doc in now.items() if name in known and known[name].signature != doc.followed.signature
+    ]
     return SourceChanges(new, sorted(set(known) - set(now)), changed)
 
 
-def delete_source_documents(store: ChunkStore, names: Sequence[str]) -> int:
-    """Deletes documents from a collection: every chunk grouped into them as a build groups them.
+def delete_source_documents(store: ChunkStore, documents: Sequence[Followed]) -> int:
+    """Deletes documents an index took in from the collection: the chunks it rebuilt them from.
+
+    A chunk is deleted only while it still carries the document's identity: one the app
+    rewrote under another name or other metadata since (another tenant's file under a reused
+    id) stays, as do chunks the app added to the document since.
 
     Args:
         store: The collection the index follows.
-        names: Document ids as :func:`source_documents` names them.
+        documents: What the index recorded of each document.
 
     Returns:
         The number of chunks deleted.
     """
-    stored = store.get(include_embeddings=False)
-    groups = document_groups(stored.ids, stored.metadatas)
-    ids = [stored.ids[i] for name in dict.fromkeys(names) for i in groups.get(name, [])]
+    wanted = {cid: doc.identity for doc in documents if doc.identity for cid in doc.chunks}
+    for attempt in range(3):  # the app may delete some of them between the two reads: look again
+        present = store.existing(list(wanted)) if wanted else []
+        if not present:
+            return 0
+        try:
+            stored = store.get(present, include_embeddings=False)
+            break
+        except KeyError:
+            if attempt == 2:
+                raise
+    ids = [
+        cid
+        for cid, meta in zip(stored.ids, stored.metadatas, strict=True)
+        if chunk_identity(cid, meta) == wanted[cid]
+    ]
     if ids:
         store.delete(ids)
     return len(ids)

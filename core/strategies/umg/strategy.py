@@ -19,14 +19,15 @@ de-duplication run in C++.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -53,7 +54,6 @@ from core.strategies.common import (
     EMPTY_COLLECTION,
     check_new_index_directory,
     check_query_vector,
-    documents_from_chunks,
     embed_in_batches,
     fit_mask,
     mask_at,
@@ -67,9 +67,9 @@ from core.strategies.lifecycle import IndexLifecycle, Synced
 from core.strategies.subjects import unit_subjects
 from core.strategies.table import ChunkRows, ChunkTable, check_new_documents
 from core.strategies.umg.source import (
+    Followed,
     SourceChanges,
     delete_source_documents,
-    document_signature,
     source_changes,
     source_documents,
 )
@@ -80,6 +80,8 @@ from core.types import Document, Retrieved
 from core.writer_lock import check_no_writer
 
 __all__ = ["UMGRAG", "UMGConfig"]
+
+T = TypeVar("T")
 
 FloatMatrix = npt.NDArray[np.float32]
 INDEX_VERSION = 2  # 2: the bridging expert's entity links
@@ -209,8 +211,8 @@ class UMGRAG(IndexLifecycle):
         self._link_of_row: dict[int, int] = {}
         self._from_store = False  # windows re-cut from a store's chunks (see _check_filter)
         self._source: ChunkStore | None = None  # that store (None: look it up when a sync needs it)
-        # the signature of each document taken from that store (None: not built from one)
-        self._signatures: dict[str, str] | None = None
+        # what it records of each document taken from that store (None: not built from one)
+        self._followed: dict[str, Followed] | None = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -306,7 +308,8 @@ class UMGRAG(IndexLifecycle):
                 f"the collection's embeddings have dimension {dim}, but the embedder produces "
                 f"{emb.dimension}; pass the embedder the collection was built with"
             )
-        docs = documents_from_chunks(stored.ids, stored.texts, stored.metadatas)
+        taken = source_documents(store, stored)
+        docs = [doc.document for doc in taken]
         if not docs:
             raise ValueError("the Chroma collection holds no text to build sentence windows from")
         if units_store is None:
@@ -325,7 +328,7 @@ class UMGRAG(IndexLifecycle):
             # What it follows is set before the build, so the one save of a build into a
             # directory records it: an index saved without it could never sync.
             rag._from_store, rag._source = True, store
-            rag._signatures = {doc.id or "": document_signature(doc) for doc in docs}
+            rag._followed = {doc.name: doc.followed for doc in taken}
             return rag._build_into(docs, persist_directory)
 
     # ------------------------------------------------------------------ following the store
@@ -335,7 +338,7 @@ class UMGRAG(IndexLifecycle):
                 "this UMG-RAG index was built from documents, not from a Chroma collection of the app's, "
                 "so it has nothing to follow; add and delete through the retriever"
             )
-        if self._signatures is None:
+        if self._followed is None:
             raise NotImplementedError(
                 "this UMG-RAG index was saved before bridge-rag followed the collection it was built "
                 "from; rebuild it once (from_store / from_vectorstore) and sync() follows it from then on"
@@ -381,17 +384,31 @@ class UMGRAG(IndexLifecycle):
         nothing brings its deleted documents back.
         """
         with self._lock:
-            gone = set(rows)
-            doc_rows = self._table.doc_rows
-            names = [n for n in self._signatures or {} if n in doc_rows and gone.issuperset(doc_rows[n])]
-        if names:
-            try:
-                source = self._source_store()
-            except (ValueError, NotImplementedError):
-                source = None
-            if source is not None:
-                delete_source_documents(source, names)
+            gone, doc_rows = set(rows), self._table.doc_rows
+            whole = [
+                followed
+                for name, followed in (self._followed or {}).items()
+                if name in doc_rows and gone.issuperset(doc_rows[name])
+            ]
+        if whole:
+            # (no collection to follow: no sync can bring them back either)
+            with contextlib.suppress(ValueError, NotImplementedError):
+                self._on_source(lambda source: delete_source_documents(source, whole))
         super()._delete_rows(rows)
+
+    def _on_source(self, call: Callable[[ChunkStore], T]) -> T:
+        """``call`` on the collection this index follows, found anew if the app made it anew.
+
+        Raises:
+            ValueError: The collection cannot be found (see :meth:`_source_store`).
+        """
+        from chromadb.errors import NotFoundError
+
+        try:
+            return call(self._source_store())
+        except NotFoundError:  # the app deleted its collection (and made it again): look it up by name
+            self._source = None
+            return call(self._source_store())
 
     def _source_changes(self) -> tuple[SourceChanges, list[str]]:
         """The collection's changes, less a new document whose id one added through the retriever has.
@@ -399,30 +416,30 @@ class UMGRAG(IndexLifecycle):
         Such a document is left out (and named, second) at every sync until one of the two is
         renamed or deleted: the retriever's is never replaced, and the rest still syncs.
         """
-        changes = source_changes(self._signatures or {}, source_documents(self._source_store()))
+        changes = source_changes(self._followed or {}, self._on_source(source_documents))
         with self._lock:
-            taken = sorted(d.id or "" for d in changes.new if (d.id or "") in self._table.doc_rows)
+            taken = sorted(d.name for d in changes.new if d.name in self._table.doc_rows)
         if not taken:
             return changes, []
         left_out = set(taken)
-        new = [d for d in changes.new if (d.id or "") not in left_out]
+        new = [d for d in changes.new if d.name not in left_out]
         return SourceChanges(new, changes.gone, changes.changed), taken
 
     def _sync_locked(self, candidates: Sequence[str]) -> Synced:
         changes, _ = self._source_changes()  # again, under the lock: another worker may have synced
-        stale = [*changes.gone, *(doc.id or "" for doc in changes.changed)]
+        stale = [*changes.gone, *(doc.name for doc in changes.changed)]
         with self._lock:
             rows = sorted({r for name in stale for r in self._table.doc_rows.get(name, [])})
         try:
             if rows:
                 self._drop_rows(rows, from_store=True)  # the windows are UMG's own: they leave Chroma
-            signatures = self._signatures if self._signatures is not None else {}
+            followed = self._followed if self._followed is not None else {}
             for name in stale:
-                signatures.pop(name, None)
+                followed.pop(name, None)
             added = [*changes.new, *changes.changed]
             if added:
-                self._index_documents(added, first_build=False)
-                signatures.update({doc.id or "": document_signature(doc) for doc in added})
+                self._index_documents([doc.document for doc in added], first_build=False)
+                followed.update({doc.name: doc.followed for doc in added})
         finally:
             if changes:  # what was removed is saved even if the rest failed
                 self._autosave()
@@ -613,9 +630,9 @@ class UMGRAG(IndexLifecycle):
             self.splade.matrix.eliminate_zeros()
         if self._link_rows:
             self._links = self._links.without_units(~alive[np.asarray(self._link_rows, dtype=np.int64)])
-        if self._signatures is not None:  # a deleted document's name leaves every file
+        if self._followed is not None:  # a deleted document's record leaves every file
             doc_rows = self._table.doc_rows
-            self._signatures = {name: sig for name, sig in self._signatures.items() if name in doc_rows}
+            self._followed = {name: doc for name, doc in self._followed.items() if name in doc_rows}
 
     # ------------------------------------------------------------------ query
     @follows_writer
@@ -913,8 +930,10 @@ class UMGRAG(IndexLifecycle):
             "link_rows.npy": array_to_bytes(np.asarray(self._link_rows, dtype=np.int64)),
             **links_files(self._links),
         }
-        if self._signatures is not None:
-            files["source_signatures.json"] = json_to_bytes(self._signatures)
+        if self._followed is not None:
+            files["source_documents.json"] = json_to_bytes(
+                {name: doc._asdict() for name, doc in self._followed.items()}
+            )
         for g, (expert, units) in self._bm25.items():
             for name, blob in expert.to_files().items():
                 files[f"bm25_g{g}.{name}"] = blob
@@ -1000,17 +1019,34 @@ class UMGRAG(IndexLifecycle):
         self._links = links
         self._link_rows = link_rows
         self._link_of_row = {r: i for i, r in enumerate(link_rows)}
-        self._signatures = _signatures(files)
+        self._followed = _followed(files)
 
 
-def _signatures(files: Mapping[str, FileData]) -> dict[str, str] | None:
-    """The source documents' signatures of a saved index (None: an index without them)."""
-    if "source_signatures.json" not in files:
-        return None
-    data = json_from_bytes(files["source_signatures.json"])
-    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise ValueError("the index's source_signatures.json is malformed; rebuild the index")
-    return {str(name): sig for name, sig in data.items()}
+def _followed(files: Mapping[str, FileData]) -> dict[str, Followed] | None:
+    """What a saved index records of the collection's documents (None: not built from one).
+
+    An index saved before the chunks were recorded has only their signatures: a document
+    deleted through it leaves the collection alone (:func:`delete_source_documents`).
+    """
+    if "source_documents.json" in files:
+        data = json_from_bytes(files["source_documents.json"])
+        try:
+            followed = {
+                str(name): Followed(d["signature"], d["identity"], tuple(d["chunks"]))
+                for name, d in data.items()
+            }
+        except (AttributeError, KeyError, TypeError) as err:
+            raise ValueError("the index's source_documents.json is malformed; rebuild the index") from err
+        texts = [t for d in followed.values() for t in (d.signature, d.identity, *d.chunks)]
+        if not all(isinstance(t, str) for t in texts):
+            raise ValueError("the index's source_documents.json is malformed; rebuild the index")
+        return followed
+    if "source_signatures.json" in files:
+        data = json_from_bytes(files["source_signatures.json"])
+        if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+            raise ValueError("the index's source_signatures.json is malformed; rebuild the index")
+        return {str(name): Followed(sig) for name, sig in data.items()}
+    return None
 
 
 def _as_splade(value: SpladeExpert | str | os.PathLike[str] | bool | None) -> SpladeExpert | None:
