@@ -17,7 +17,19 @@ from core.strategies.base import Strategy, check_k
 from core.strategies.lifecycle import DEFAULT_SYNC_WAIT, IndexLifecycle, Synced, retrieve_options_of
 from core.types import Document
 
-__all__ = ["StrategyAdapter", "narrowed_filter"]
+__all__ = ["StrategyAdapter", "narrowed_filter", "with_store_embedder"]
+
+
+def with_store_embedder(settings: Mapping[str, Any], embedder: Any, hint: str) -> dict[str, Any]:
+    """A build's settings over a store, with the embedder of the store's own vectors.
+
+    Raises:
+        TypeError: The settings name another embedder (``hint`` says how to give it).
+    """
+    given = sorted({"embedder", "embedding", "embed_model"} & set(settings))
+    if given:
+        raise TypeError(f"{given[0]}= is not a setting of a retriever over a store: {hint}")
+    return {**settings, "embedder": embedder}
 
 
 def narrowed_filter(own: Mapping[str, Any] | None, call: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -40,7 +40,6 @@ __all__ = [
     "check_new_index_directory",
     "check_query_vector",
     "check_rebuild_store",
-    "chunk_identity",
     "collection_order",
     "default_store",
     "doc_id_of",
@@ -535,15 +534,6 @@ def document_key(metadata: Mapping[str, Any] | None) -> str:
         if str(k) not in CHUNK_KEYS and str(k) not in FRAMEWORK_KEYS
     }
     return json.dumps(shared, sort_keys=True, default=str)
-
-
-def chunk_identity(item_id: str, metadata: Mapping[str, Any] | None) -> str:
-    """The document a chunk belongs to, whatever else its collection holds: its name and key.
-
-    :func:`_groups` names a document ``name`` or ``name#<hash>`` depending on whether another
-    document shares its name; this is always the suffixed form, so it stays the same.
-    """
-    return suffixed_name(doc_id_of(item_id, metadata), document_key(metadata))
 
 
 def suffixed_name(name: str, key: str) -> str:

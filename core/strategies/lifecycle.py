@@ -239,15 +239,19 @@ class IndexLifecycle(Follows):
                 rows = self._table.rows_named(names, flt)
             if not rows:
                 return 0
-            self._delete_rows(rows)
+            self._delete_rows(rows, flt)
             try:
                 self._after_change()
             finally:  # the delete is saved even when the slow work after it is interrupted
                 self._autosave()
         return len(rows)
 
-    def _delete_rows(self, rows: Sequence[int]) -> None:
-        """A delete's removal: the rows leave Chroma, then every structure (:meth:`_drop_rows`)."""
+    def _delete_rows(self, rows: Sequence[int], flt: MetadataFilter | None) -> None:
+        """A delete's removal: the rows leave Chroma, then every structure (:meth:`_drop_rows`).
+
+        ``flt`` is the delete's filter (``rows`` already pass it), for a strategy that removes
+        more than its rows.
+        """
         self._drop_rows(rows, from_store=True)
 
     def _drop_rows(self, rows: Sequence[int], *, from_store: bool) -> None:

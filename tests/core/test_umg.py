@@ -818,9 +818,9 @@ def test_what_an_index_follows_loads_from_older_saves_and_refuses_forged_records
     assert _followed({}) is None  # built from documents: nothing followed
     # saved before the chunks were recorded: signatures only (a delete leaves the collection alone)
     assert _followed({"source_signatures.json": json_to_bytes({"a.md": "f00"})}) == {"a.md": Followed("f00")}
-    record = {"signature": "f00", "identity": "a.md#12345678", "chunks": ["c1", "c2"]}
+    record = {"signature": "f00", "name": "a.md", "chunks": ["c1", "c2"]}
     assert _followed({"source_documents.json": json_to_bytes({"a.md": record})}) == {
-        "a.md": Followed("f00", "a.md#12345678", ("c1", "c2"))
+        "a.md": Followed("f00", "a.md", ("c1", "c2"))
     }
     for forged in ([record], {"a.md": {"signature": "f00"}}, {"a.md": {**record, "chunks": [1]}}):
         with pytest.raises(ValueError, match=r"source_documents\.json is malformed"):

@@ -184,6 +184,55 @@ def test_a_delete_takes_only_the_chunks_the_document_was_cut_from_whatever_the_a
     assert "budget" in _texts(rag, "When was the Falcon budget approved?")  # the app's own, synced
 
 
+def test_a_delete_follows_what_the_app_stored_anew_or_relabelled_since_the_build() -> None:
+    """Same text under new chunk ids (a re-ingest), or a metadata edit not yet synced: still deleted."""
+    store = ChunkStore.ephemeral(unique_name("umg-del-anew"))
+    _app_adds(store, ["old-1", "old-2"], GUILD, [{"source": "guild.md", "tenant": "acme"}] * 2)
+    _app_adds(store, ["a1", "a2"], FALCON, [{**ACME, "status": "draft"}] * 2)
+    rag = _umg(store)
+    store.delete(["old-1", "old-2"])
+    _app_adds(store, ["new-1", "new-2"], GUILD, [{"source": "guild.md", "tenant": "acme"}] * 2)
+    assert tuple(rag.sync()) == (0, 0, 0)  # nothing to re-cut: only the record changes
+    store.collection.update(ids=["a1", "a2"], metadatas=[{**ACME, "status": "final"}] * 2)
+    assert rag.delete_documents(["guild.md", "report.pdf"], filter={"tenant": "acme"}) > 0
+    assert _tenants(store) == {}
+    assert tuple(rag.sync()) == (0, 0, 0)
+
+
+def test_an_index_saved_before_the_chunks_were_recorded_deletes_for_good_after_one_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from core.persist import json_to_bytes
+
+    store = ChunkStore.persistent(tmp_path / "chroma", unique_name("umg-del-older"))
+    _app_adds(store, ["g-1", "g-2"], GUILD, [{"source": "guild.md"}] * 2)
+    _app_adds(store, ["a1", "a2"], FALCON, [ACME] * 2)
+    files_of = UMGRAG._index_files
+
+    def older(self: UMGRAG) -> dict[str, bytes]:  # what a save before the records had
+        files = dict(files_of(self))
+        records = json.loads(files.pop("source_documents.json"))
+        files["source_signatures.json"] = json_to_bytes({n: r["signature"] for n, r in records.items()})
+        return files
+
+    with monkeypatch.context() as patch:
+        patch.setattr(UMGRAG, "_index_files", older)
+        _umg(store, persist_directory=tmp_path / "index").close()
+    rag = UMGRAG.load(
+        tmp_path / "index" / "umg", embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor()
+    )
+    with pytest.warns(UserWarning, match="call sync"):
+        rag.delete_documents(["guild.md"])
+    assert sorted(_tenants(store)) == ["a1", "a2", "g-1", "g-2"]  # an older record names no chunk
+    assert tuple(rag.sync()) == (1, 0, 0)  # as before: the document comes back, and every record is renewed
+    rag.delete_documents(["guild.md", "report.pdf"])
+    assert _tenants(store) == {}
+    assert tuple(rag.sync()) == (0, 0, 0)
+    rag.close()
+
+
 def test_a_delete_and_a_sync_find_a_collection_the_app_made_anew(tmp_path: Path) -> None:
     name = unique_name("umg-del-remade")
     store = ChunkStore.persistent(tmp_path / "chroma", name)

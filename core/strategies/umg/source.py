@@ -3,16 +3,17 @@
 UMG-RAG re-cuts a collection's chunks into sentence windows of whole documents
 (:func:`core.strategies.common.documents_from_chunks`), so it follows the collection a
 document at a time. Of each document it took from the collection it records (:class:`Followed`)
-a signature (a hash of its rebuilt text and metadata), the ids of the chunks it was rebuilt
-from and their identity (their name and shared metadata, hashed); a document whose signature
-changed, or that is new or gone, is re-cut, added or removed. No text of a document is kept
-here, and a deleted document's record leaves with it.
+a signature (a hash of its rebuilt text and metadata), its name and the ids of the chunks it
+was rebuilt from; a document whose signature changed, or that is new or gone, is re-cut,
+added or removed, and one the app stored anew with the same text and metadata (new chunk
+ids) only has its record renewed. No text of a document is kept here, and a deleted
+document's record leaves with it.
 
 A document deleted through the retriever leaves the collection too
 (:func:`delete_source_documents`), so no sync brings it back: exactly the chunks it was
-rebuilt from, and only while they still carry its identity. Chunks the app added to it since
-(not yet synced) stay, as does a chunk under a reused id that now belongs to another document
-(another tenant's ``report.pdf``).
+rebuilt from, while they still carry its name and pass the delete's filter. Chunks the app
+added to it since (not yet synced) stay, as does a chunk under a reused id that now belongs
+to another document or, with a tenant's filter, to another tenant.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
+from core.filters import MetadataFilter
 from core.store import ChunkStore, StoredChunks
-from core.strategies.common import chunk_identity, document_groups, documents_from_chunks
+from core.strategies.common import doc_id_of, document_groups, documents_from_chunks, public_metadata
 from core.types import Document
 
 __all__ = [
@@ -42,13 +44,13 @@ class Followed(NamedTuple):
 
     Attributes:
         signature: :func:`document_signature` of the document as taken in.
-        identity: :func:`core.strategies.common.chunk_identity` of its chunks ("" in an index
-            saved before it was recorded: a delete then leaves the collection alone).
+        name: The name its chunks carry (:func:`core.strategies.common.doc_id_of`); "" in an
+            index saved before it was recorded, until a sync renews the record.
         chunks: The ids of the chunks it was rebuilt from.
     """
 
     signature: str
-    identity: str = ""
+    name: str = ""
     chunks: tuple[str, ...] = ()
 
 
@@ -65,19 +67,24 @@ class SourceDocument(NamedTuple):
 
 
 class SourceChanges(NamedTuple):
-    """The documents of a collection that are new to an index, gone from it, or changed."""
+    """The documents of a collection that are new to an index, gone from it, or changed.
+
+    ``moved`` are those whose text and metadata are as the index took them in, but whose
+    record is not (the app stored them anew under other chunk ids): only the record changes.
+    """
 
     new: list[SourceDocument]
     gone: list[str]
     changed: list[SourceDocument]
+    moved: list[SourceDocument]
 
     def __bool__(self) -> bool:
-        return bool(self.new or self.gone or self.changed)
+        return bool(self.new or self.gone or self.changed or self.moved)
 
     @property
     def names(self) -> list[str]:
         """Every document id concerned, sorted."""
-        return sorted({*(d.name for d in (*self.new, *self.changed)), *self.gone})
+        return sorted({*(d.name for d in (*self.new, *self.changed, *self.moved)), *self.gone})
 
 
 def document_signature(doc: Document) -> str:
@@ -100,8 +107,8 @@ def source_documents(store: ChunkStore, stored: StoredChunks | None = None) -> l
     out = []
     for doc in documents_from_chunks(ids, stored.texts, metas, groups):
         rows = groups[doc.id or ""]
-        identity = chunk_identity(ids[rows[0]], metas[rows[0]])
-        followed = Followed(document_signature(doc), identity, tuple(ids[r] for r in rows))
+        name = doc_id_of(ids[rows[0]], metas[rows[0]])
+        followed = Followed(document_signature(doc), name, tuple(ids[r] for r in rows))
         out.append(SourceDocument(doc, followed))
     return out
 
@@ -114,32 +121,36 @@ def source_changes(known: Mapping[str, Followed], docs: list[SourceDocument]) ->
         docs: The collection's documents now (:func:`source_documents`).
 
     Returns:
-        The documents new to the index, the ids of those gone from the collection, and the
-        documents whose text or metadata changed there.
+        The documents new to the index, the ids of those gone from the collection, the
+        documents whose text or metadata changed there, and those only stored anew.
     """
     now = {doc.name: doc for doc in docs}
     new = [doc for name, doc in now.items() if name not in known]
-    changed = [
-        doc for name, doc in now.items() if name in known and known[name].signature != doc.followed.signature
-    ]
-    return SourceChanges(new, sorted(set(known) - set(now)), changed)
+    kept = [(known[name], doc) for name, doc in now.items() if name in known]
+    changed = [doc for was, doc in kept if was.signature != doc.followed.signature]
+    moved = [doc for was, doc in kept if was.signature == doc.followed.signature and was != doc.followed]
+    return SourceChanges(new, sorted(set(known) - set(now)), changed, moved)
 
 
-def delete_source_documents(store: ChunkStore, documents: Sequence[Followed]) -> int:
+def delete_source_documents(
+    store: ChunkStore, documents: Sequence[Followed], flt: MetadataFilter | None = None
+) -> int:
     """Deletes documents an index took in from the collection: the chunks it rebuilt them from.
 
-    A chunk is deleted only while it still carries the document's identity: one the app
-    rewrote under another name or other metadata since (another tenant's file under a reused
-    id) stays, as do chunks the app added to the document since.
+    A chunk is deleted only while it still carries the document's name and passes ``flt``:
+    one the app rewrote under another name since, or for another tenant (a reused id), stays,
+    as do chunks the app added to the document since. A record without a name (an older
+    save, before a sync renewed it) deletes nothing.
 
     Args:
         store: The collection the index follows.
         documents: What the index recorded of each document.
+        flt: The delete's filter (a tenant's), if any.
 
     Returns:
         The number of chunks deleted.
     """
-    wanted = {cid: doc.identity for doc in documents if doc.identity for cid in doc.chunks}
+    wanted = {cid: doc.name for doc in documents if doc.name for cid in doc.chunks}
     for attempt in range(3):  # the app may delete some of them between the two reads: look again
         present = store.existing(list(wanted)) if wanted else []
         if not present:
@@ -153,7 +164,7 @@ def delete_source_documents(store: ChunkStore, documents: Sequence[Followed]) ->
     ids = [
         cid
         for cid, meta in zip(stored.ids, stored.metadatas, strict=True)
-        if chunk_identity(cid, meta) == wanted[cid]
+        if doc_id_of(cid, meta) == wanted[cid] and (flt is None or flt.matches(public_metadata(meta)))
     ]
     if ids:
         store.delete(ids)

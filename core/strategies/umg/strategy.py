@@ -372,7 +372,7 @@ class UMGRAG(IndexLifecycle):
             )
         return changes.names
 
-    def _delete_rows(self, rows: Sequence[int]) -> None:
+    def _delete_rows(self, rows: Sequence[int], flt: MetadataFilter | None) -> None:
         """A delete's removal: a whole document taken from the collection leaves it first.
 
         Its windows are cut from the collection's chunks, so those chunks are deleted there
@@ -391,10 +391,18 @@ class UMGRAG(IndexLifecycle):
                 if name in doc_rows and gone.issuperset(doc_rows[name])
             ]
         if whole:
+            if not all(doc.name for doc in whole):
+                warnings.warn(
+                    "this UMG-RAG index was saved before it recorded the chunks of each document it "
+                    "took from the collection, so the collection keeps them and a sync() takes them in "
+                    "again; call sync() once before deleting (it records them), or delete them from "
+                    "the collection too",
+                    stacklevel=4,
+                )
             # (no collection to follow: no sync can bring them back either)
             with contextlib.suppress(ValueError, NotImplementedError):
-                self._on_source(lambda source: delete_source_documents(source, whole))
-        super()._delete_rows(rows)
+                self._on_source(lambda source: delete_source_documents(source, whole, flt))
+        super()._delete_rows(rows, flt)
 
     def _on_source(self, call: Callable[[ChunkStore], T]) -> T:
         """``call`` on the collection this index follows, found anew if the app made it anew.
@@ -423,7 +431,7 @@ class UMGRAG(IndexLifecycle):
             return changes, []
         left_out = set(taken)
         new = [d for d in changes.new if d.name not in left_out]
-        return SourceChanges(new, changes.gone, changes.changed), taken
+        return changes._replace(new=new), taken
 
     def _sync_locked(self, candidates: Sequence[str]) -> Synced:
         changes, _ = self._source_changes()  # again, under the lock: another worker may have synced
@@ -436,6 +444,7 @@ class UMGRAG(IndexLifecycle):
             followed = self._followed if self._followed is not None else {}
             for name in stale:
                 followed.pop(name, None)
+            followed.update({doc.name: doc.followed for doc in changes.moved})  # the record only
             added = [*changes.new, *changes.changed]
             if added:
                 self._index_documents([doc.document for doc in added], first_build=False)
@@ -1032,12 +1041,11 @@ def _followed(files: Mapping[str, FileData]) -> dict[str, Followed] | None:
         data = json_from_bytes(files["source_documents.json"])
         try:
             followed = {
-                str(name): Followed(d["signature"], d["identity"], tuple(d["chunks"]))
-                for name, d in data.items()
+                str(name): Followed(d["signature"], d["name"], tuple(d["chunks"])) for name, d in data.items()
             }
         except (AttributeError, KeyError, TypeError) as err:
             raise ValueError("the index's source_documents.json is malformed; rebuild the index") from err
-        texts = [t for d in followed.values() for t in (d.signature, d.identity, *d.chunks)]
+        texts = [t for d in followed.values() for t in (d.signature, d.name, *d.chunks)]
         if not all(isinstance(t, str) for t in texts):
             raise ValueError("the index's source_documents.json is malformed; rebuild the index")
         return followed
