@@ -20,7 +20,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, model_validator
 
-from core.adapter_lifecycle import StrategyAdapter, narrowed_filter
+from core.adapter_lifecycle import StrategyAdapter, narrowed_filter, with_store_embedder
 from core.adapters import as_chunk_store, chroma_collection
 from core.embed import LangChainEmbedder
 from core.store import ChunkStore
@@ -319,10 +319,9 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
             store,
             top_k=k,
             search_kwargs=search_kwargs,
-            embedder=embedder,
             llm=llm,
             show_progress=show_progress,
-            **settings,
+            **with_store_embedder(settings, embedder, "it embeds with the vectorstore's own"),
         )
 
     @classmethod

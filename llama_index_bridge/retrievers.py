@@ -31,7 +31,7 @@ from llama_index.core.schema import Document as LlamaDocument
 from llama_index.core.vector_stores.types import MetadataFilters
 from llama_index_instrumentation.dispatcher import DISPATCHER_SPAN_DECORATED_ATTR
 
-from core.adapter_lifecycle import StrategyAdapter
+from core.adapter_lifecycle import StrategyAdapter, with_store_embedder
 from core.adapters import as_chunk_store, chroma_collection
 from core.embed import LlamaIndexEmbedder
 from core.store import ChunkStore
@@ -479,10 +479,9 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
             ChunkStore(collection),
             top_k=similarity_top_k,
             search_kwargs=search_kwargs,
-            embedder=_embedder(embed_model),
             llm=llm,
             show_progress=show_progress,
-            **settings,
+            **with_store_embedder(settings, _embedder(embed_model), "pass the store's model as embed_model="),
         )
 
     @classmethod

@@ -696,6 +696,9 @@ def test_from_vectorstore_empty_store_is_a_value_error(make_embeddings: Any, col
     )
     with pytest.raises(ValueError, match="collection is empty"):
         BridgeRetriever.from_vectorstore(vs, show_progress=False)
+    for name in ("embedder", "embedding"):  # queries go through the store's own function
+        with pytest.raises(TypeError, match=f"{name}= is not a setting .* vectorstore's own"):
+            BridgeRetriever.from_vectorstore(vs, **{name: make_embeddings()})
 
 
 @pytest.mark.parametrize("kind", ["in-memory vector store", "string", "none"])
