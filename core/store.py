@@ -1024,6 +1024,7 @@ class ChunkStore:
         where: Mapping[str, Any] | None = None,
         include_embeddings: bool = True,
         batch_size: int = 1000,
+        missing_ok: bool = False,
     ) -> StoredChunks:
         """Reads chunks back.
 
@@ -1038,12 +1039,14 @@ class ChunkStore:
                 do not match the filter are left out.
             include_embeddings: Also read the embedding matrix.
             batch_size: Rows per Chroma request.
+            missing_ok: Leave out requested ids that are not stored instead of raising.
 
         Returns:
             The chunks.
 
         Raises:
-            KeyError: Some requested ids are not in the collection (the message lists them).
+            KeyError: Some requested ids are not in the collection (the message lists them),
+                unless ``missing_ok``.
             ValueError: ``batch_size`` is not positive.
         """
         if batch_size < 1:
@@ -1070,7 +1073,7 @@ class ChunkStore:
             unique = list(dict.fromkeys(requested))
             for start, end in _batches(len(unique), batch_size):
                 take(self.collection.get(ids=unique[start:end], where=where_arg, include=include))
-            missing = [i for i in unique if i not in rows]
+            missing = [] if missing_ok else [i for i in unique if i not in rows]
             if missing and where_arg is not None:
                 present: set[str] = set()
                 for start, end in _batches(len(missing), batch_size):

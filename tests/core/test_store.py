@@ -319,6 +319,7 @@ def test_get_missing_ids_raise_key_error(store: ChunkStore) -> None:
     _fill(store, 3)
     with pytest.raises(KeyError, match=r"'nope'.*'gone'"):
         store.get(["c000", "nope", "gone"])
+    assert store.get(["nope", "c000", "gone"], missing_ok=True).texts == ["text 0"]
 
 
 def test_get_all_pages_through_the_collection(store: ChunkStore) -> None:

@@ -503,5 +503,5 @@ def test_from_vector_store_errors(chroma_collection: Any, vector_index: VectorSt
     )
     with pytest.raises(ValueError, match="collection is empty"):
         BridgeRetriever.from_vector_store(empty, embed_model=MockEmbedding(embed_dim=8), show_progress=False)
-    with pytest.raises(TypeError, match="embedder= is not a setting .* as embed_model="):
+    with pytest.raises(TypeError, match=r"embedder= is not a setting .* as embed_model="):
         BridgeRetriever.from_vector_store(vector_index.vector_store, embedder=MockEmbedding(embed_dim=8))

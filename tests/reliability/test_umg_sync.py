@@ -199,6 +199,36 @@ def test_a_delete_follows_what_the_app_stored_anew_or_relabelled_since_the_build
     assert tuple(rag.sync()) == (0, 0, 0)
 
 
+@pytest.mark.parametrize(
+    "flt",
+    [
+        {"doc_id": "guild.md"},  # keys the windows carry and the app's chunks do not
+        {"sent_start": {"$gte": 0}},
+        {"$and": [{"tenant": "acme"}, {"doc_id": {"$in": ["guild.md"]}}]},
+    ],
+)
+def test_a_delete_stays_done_whatever_keys_its_filter_names(flt: dict[str, Any]) -> None:
+    store = ChunkStore.ephemeral(unique_name("umg-del-keys"))
+    _app_adds(store, ["g-1", "g-2"], GUILD, [{"source": "guild.md", "tenant": "acme"}] * 2)
+    _app_adds(store, ["a1"], FALCON[:1], [ACME])
+    rag = _umg(store)
+    assert rag.delete_documents(["guild.md"], filter=flt) > 0
+    assert _tenants(store) == {"a1": "acme"}
+    assert tuple(rag.sync()) == (0, 0, 0)
+
+
+def test_a_document_stored_anew_and_deleted_before_any_sync_stays_deleted() -> None:
+    store = ChunkStore.ephemeral(unique_name("umg-del-anew-unsynced"))
+    _app_adds(store, ["old-1", "old-2"], GUILD, [{"source": "guild.md"}] * 2)
+    _app_adds(store, ["a1"], FALCON[:1], [ACME])
+    rag = _umg(store)
+    store.delete(["old-1", "old-2"])
+    _app_adds(store, ["new-1", "new-2"], GUILD, [{"source": "guild.md"}] * 2)  # no sync
+    assert rag.delete_documents(["guild.md"]) > 0
+    assert _tenants(store) == {"a1": "acme"}
+    assert tuple(rag.sync()) == (0, 0, 0)
+
+
 def test_an_index_saved_before_the_chunks_were_recorded_deletes_for_good_after_one_sync(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

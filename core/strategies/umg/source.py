@@ -21,14 +21,22 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from core.filters import MetadataFilter
 from core.store import ChunkStore, StoredChunks
-from core.strategies.common import doc_id_of, document_groups, documents_from_chunks, public_metadata
+from core.strategies.common import (
+    CHUNK_KEYS,
+    DOCUMENT_NAME_KEYS,
+    doc_id_of,
+    document_groups,
+    documents_from_chunks,
+    public_metadata,
+)
 from core.types import Document
 
 __all__ = [
+    "Deleted",
     "Followed",
     "SourceChanges",
     "SourceDocument",
@@ -132,40 +140,65 @@ def source_changes(known: Mapping[str, Followed], docs: list[SourceDocument]) ->
     return SourceChanges(new, sorted(set(known) - set(now)), changed, moved)
 
 
+class Deleted(NamedTuple):
+    """A whole document a delete takes out of the index, to take out of the collection too."""
+
+    id: str
+    followed: Followed
+    seen: Mapping[str, Any]
+    """The metadata its windows carry: what the delete's filter passed."""
+
+
 def delete_source_documents(
-    store: ChunkStore, documents: Sequence[Followed], flt: MetadataFilter | None = None
+    store: ChunkStore, documents: Sequence[Deleted], flt: MetadataFilter | None = None
 ) -> int:
     """Deletes documents an index took in from the collection: the chunks it rebuilt them from.
 
-    A chunk is deleted only while it still carries the document's name and passes ``flt``:
-    one the app rewrote under another name since, or for another tenant (a reused id), stays,
-    as do chunks the app added to the document since. A record without a name (an older
-    save, before a sync renewed it) deletes nothing.
+    The chunks are those recorded, and those the app stored the same document under since
+    (the same id, text and metadata under new chunk ids). A chunk is deleted only while it
+    still carries the document's name and its metadata still pass ``flt`` (judged as its
+    windows show it, with the chunk's own document-level values): one the app rewrote under
+    another name since, or for another tenant (a reused id), stays, as do chunks the app added
+    to a document it changed since. A record without a name (an older save, before a sync
+    renewed it) deletes nothing.
 
     Args:
         store: The collection the index follows.
-        documents: What the index recorded of each document.
+        documents: The documents deleted from the index.
         flt: The delete's filter (a tenant's), if any.
 
     Returns:
         The number of chunks deleted.
     """
-    wanted = {cid: doc.name for doc in documents if doc.name for cid in doc.chunks}
-    for attempt in range(3):  # the app may delete some of them between the two reads: look again
-        present = store.existing(list(wanted)) if wanted else []
-        if not present:
-            return 0
-        try:
-            stored = store.get(present, include_embeddings=False)
-            break
-        except KeyError:
-            if attempt == 2:
-                raise
-    ids = [
-        cid
-        for cid, meta in zip(stored.ids, stored.metadatas, strict=True)
-        if doc_id_of(cid, meta) == wanted[cid] and (flt is None or flt.matches(public_metadata(meta)))
-    ]
-    if ids:
-        store.delete(ids)
-    return len(ids)
+    named = [d for d in documents if d.followed.name]
+    if not named:
+        return 0
+    names = sorted({d.followed.name for d in named})
+    carrying = {"$or": [{key: {"$in": names}} for key in DOCUMENT_NAME_KEYS]}
+    recorded = [cid for d in named for cid in d.followed.chunks]
+    chunks: dict[str, tuple[str, dict[str, Any]]] = {}
+    for read in (
+        store.get(where=carrying, include_embeddings=False),
+        store.get(recorded, include_embeddings=False, missing_ok=True),
+    ):
+        chunks.update(zip(read.ids, zip(read.texts, read.metadatas, strict=True), strict=True))
+    ids = list(chunks)
+    stored = StoredChunks(ids, [t for t, _ in chunks.values()], [m for _, m in chunks.values()], None)
+    now = {doc.name: doc.followed for doc in source_documents(store, stored)}  # every chunk of these names
+    doomed: dict[str, Deleted] = {}
+    for d in named:
+        same = now.get(d.id)
+        stored_anew = same.chunks if same is not None and same.signature == d.followed.signature else ()
+        doomed.update((cid, d) for cid in (*d.followed.chunks, *stored_anew))
+    gone = [cid for cid in ids if cid in doomed and _still_of(doomed[cid], cid, chunks[cid][1], flt)]
+    if gone:
+        store.delete(gone)
+    return len(gone)
+
+
+def _still_of(doc: Deleted, chunk_id: str, metadata: Mapping[str, Any], flt: MetadataFilter | None) -> bool:
+    """Whether a chunk still belongs to a deleted document: its name, and the delete's filter."""
+    if doc_id_of(chunk_id, metadata) != doc.followed.name:
+        return False
+    own = {k: v for k, v in public_metadata(metadata).items() if k not in CHUNK_KEYS}
+    return flt is None or flt.matches({**doc.seen, **own})

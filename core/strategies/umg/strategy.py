@@ -67,6 +67,7 @@ from core.strategies.lifecycle import IndexLifecycle, Synced
 from core.strategies.subjects import unit_subjects
 from core.strategies.table import ChunkRows, ChunkTable, check_new_documents
 from core.strategies.umg.source import (
+    Deleted,
     Followed,
     SourceChanges,
     delete_source_documents,
@@ -386,12 +387,12 @@ class UMGRAG(IndexLifecycle):
         with self._lock:
             gone, doc_rows = set(rows), self._table.doc_rows
             whole = [
-                followed
+                Deleted(name, followed, self._table.metadatas[doc_rows[name][0]])
                 for name, followed in (self._followed or {}).items()
                 if name in doc_rows and gone.issuperset(doc_rows[name])
             ]
         if whole:
-            if not all(doc.name for doc in whole):
+            if not all(doc.followed.name for doc in whole):
                 warnings.warn(
                     "this UMG-RAG index was saved before it recorded the chunks of each document it "
                     "took from the collection, so the collection keeps them and a sync() takes them in "
