@@ -229,6 +229,62 @@ def test_a_document_stored_anew_and_deleted_before_any_sync_stays_deleted() -> N
     assert tuple(rag.sync()) == (0, 0, 0)
 
 
+@pytest.mark.parametrize("name", ["5", 5, ""])  # a number, and an empty name, are names too
+def test_a_document_stored_anew_under_any_name_is_deleted(name: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import core.strategies.umg.source as source
+
+    monkeypatch.setattr(source, "_NAMES_PER_READ", 1)  # one read per name: the reads are batched
+    store = ChunkStore.ephemeral(unique_name("umg-del-names"))
+    metas = [{"doc_id": name, "chunk_order": i} for i in range(2)]
+    _app_adds(store, ["old-1", "old-2"], GUILD, metas)
+    _app_adds(store, ["a1"], FALCON[:1], [ACME])
+    rag = _umg(store)
+    store.delete(["old-1", "old-2"])
+    _app_adds(store, ["new-1", "new-2"], GUILD, metas)
+    assert rag.delete_documents([str(name), "report.pdf"]) > 0
+    assert _tenants(store) == {}
+    assert tuple(rag.sync()) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("globex", ["deleted since", "added since"])
+def test_a_delete_finds_the_document_stored_anew_whatever_same_named_files_came_or_went(globex: str) -> None:
+    """Its id is ``report.pdf`` or ``report.pdf#<hash>`` by whether another tenant's file shares the name."""
+    store = ChunkStore.ephemeral(unique_name("umg-del-suffix"))
+    zeta = ["Globex: Project Zeta price is $41M.", "Zeta ships in June."]
+    _app_adds(store, ["a1", "a2"], FALCON, [ACME, ACME])
+    if globex == "deleted since":
+        _app_adds(store, ["g1", "g2"], zeta, [GLOBEX, GLOBEX])
+    rag = _umg(store)
+    acme = next(name for name, doc in rag._followed.items() if "a1" in doc.chunks)
+    store.delete(["a1", "a2", "g1", "g2"])
+    _app_adds(store, ["n1", "n2"], FALCON, [ACME, ACME])
+    if globex == "added since":
+        _app_adds(store, ["g1", "g2"], zeta, [GLOBEX, GLOBEX])
+    assert rag.delete_documents([acme], filter={"tenant": "acme"}) > 0
+    assert "acme" not in _tenants(store).values()
+    rag.sync()
+    assert "Falcon" not in _texts(rag, "When does Falcon launch?")
+
+
+def test_a_delete_takes_only_chunks_still_of_its_document_and_filter() -> None:
+    """Chunks the app gave to another document, or took out of the tenant, under the same ids."""
+    store = ChunkStore.ephemeral(unique_name("umg-del-reuse"))
+    alpha, bravo = (
+        ["Alpha text one about falcons.", "Alpha two."],
+        ["Bravo text one about salt.", "Bravo two."],
+    )
+    _app_adds(store, ["x1", "x2"], alpha, [{"source": "a.md"}] * 2)
+    _app_adds(store, ["y1", "y2"], bravo, [{"source": "b.md"}] * 2)
+    _app_adds(store, ["r1"], FALCON[:1], [ACME])
+    rag = _umg(store)
+    store.delete(["x1", "x2", "y1", "y2", "r1"])
+    _app_adds(store, ["x1", "x2"], bravo, [{"source": "b.md"}] * 2)  # b.md stored anew under a.md's ids
+    _app_adds(store, ["r1"], ["Shared: public report text."], [{"source": "report.pdf"}])  # no tenant now
+    assert rag.delete_documents(["a.md", "b.md"]) > 0
+    assert rag.delete_documents(["report.pdf"], filter={"tenant": "acme"}) > 0
+    assert _tenants(store) == {"r1": "None"}
+
+
 def test_an_index_saved_before_the_chunks_were_recorded_deletes_for_good_after_one_sync(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

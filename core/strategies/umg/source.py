@@ -52,13 +52,13 @@ class Followed(NamedTuple):
 
     Attributes:
         signature: :func:`document_signature` of the document as taken in.
-        name: The name its chunks carry (:func:`core.strategies.common.doc_id_of`); "" in an
-            index saved before it was recorded, until a sync renews the record.
+        name: The name its chunks carry (:func:`core.strategies.common.doc_id_of`); None in
+            an index saved before it was recorded, until a sync renews the record.
         chunks: The ids of the chunks it was rebuilt from.
     """
 
     signature: str
-    name: str = ""
+    name: str | None = None
     chunks: tuple[str, ...] = ()
 
 
@@ -140,13 +140,21 @@ def source_changes(known: Mapping[str, Followed], docs: list[SourceDocument]) ->
     return SourceChanges(new, sorted(set(known) - set(now)), changed, moved)
 
 
+#: The metadata a window carries that its document's chunks do not (UMG-RAG adds it).
+WINDOW_KEYS = ("doc_id", "sent_start", "sent_end", "start_index", "end_index", "granularities")
+
+#: Names per read of the chunks that carry them (each name is matched under four keys, and
+#: SQLite takes at most 32,766 values per statement).
+_NAMES_PER_READ = 1000
+
+
 class Deleted(NamedTuple):
     """A whole document a delete takes out of the index, to take out of the collection too."""
 
     id: str
     followed: Followed
     seen: Mapping[str, Any]
-    """The metadata its windows carry: what the delete's filter passed."""
+    """The metadata of one of its windows (all passed the delete's filter)."""
 
 
 def delete_source_documents(
@@ -155,12 +163,12 @@ def delete_source_documents(
     """Deletes documents an index took in from the collection: the chunks it rebuilt them from.
 
     The chunks are those recorded, and those the app stored the same document under since
-    (the same id, text and metadata under new chunk ids). A chunk is deleted only while it
-    still carries the document's name and its metadata still pass ``flt`` (judged as its
-    windows show it, with the chunk's own document-level values): one the app rewrote under
-    another name since, or for another tenant (a reused id), stays, as do chunks the app added
-    to a document it changed since. A record without a name (an older save, before a sync
-    renewed it) deletes nothing.
+    (its name, text and metadata under new chunk ids). A chunk is deleted only while it still
+    carries the document's name and its metadata still pass ``flt`` (with the keys only
+    windows carry, :data:`WINDOW_KEYS`, taken from the document's window): one the app
+    rewrote under another name since, or for another tenant (a reused id), stays, as do
+    chunks the app added to a document it changed since. A record without a name (an older
+    save, before a sync renewed it) deletes nothing.
 
     Args:
         store: The collection the index follows.
@@ -170,35 +178,52 @@ def delete_source_documents(
     Returns:
         The number of chunks deleted.
     """
-    named = [d for d in documents if d.followed.name]
+    named = [d for d in documents if d.followed.name is not None]
     if not named:
         return 0
-    names = sorted({d.followed.name for d in named})
-    carrying = {"$or": [{key: {"$in": names}} for key in DOCUMENT_NAME_KEYS]}
-    recorded = [cid for d in named for cid in d.followed.chunks]
-    chunks: dict[str, tuple[str, dict[str, Any]]] = {}
-    for read in (
-        store.get(where=carrying, include_embeddings=False),
-        store.get(recorded, include_embeddings=False, missing_ok=True),
-    ):
-        chunks.update(zip(read.ids, zip(read.texts, read.metadatas, strict=True), strict=True))
-    ids = list(chunks)
-    stored = StoredChunks(ids, [t for t, _ in chunks.values()], [m for _, m in chunks.values()], None)
-    now = {doc.name: doc.followed for doc in source_documents(store, stored)}  # every chunk of these names
-    doomed: dict[str, Deleted] = {}
+    chunks = _chunks_named(store, sorted({d.followed.name or "" for d in named}))
+    recorded = store.get(
+        [c for d in named for c in d.followed.chunks], include_embeddings=False, missing_ok=True
+    )
+    chunks.update(zip(recorded.ids, zip(recorded.texts, recorded.metadatas, strict=True), strict=True))
+    stored = StoredChunks(
+        list(chunks), [t for t, _ in chunks.values()], [m for _, m in chunks.values()], None
+    )
+    anew: dict[tuple[str, str], list[str]] = {}  # (name, signature) -> the chunks of such documents now
+    for doc in source_documents(store, stored):
+        anew.setdefault((doc.followed.name or "", doc.followed.signature), []).extend(doc.followed.chunks)
+    candidates: dict[str, list[Deleted]] = {}
     for d in named:
-        same = now.get(d.id)
-        stored_anew = same.chunks if same is not None and same.signature == d.followed.signature else ()
-        doomed.update((cid, d) for cid in (*d.followed.chunks, *stored_anew))
-    gone = [cid for cid in ids if cid in doomed and _still_of(doomed[cid], cid, chunks[cid][1], flt)]
+        for cid in (*d.followed.chunks, *anew.get((d.followed.name or "", d.followed.signature), [])):
+            candidates.setdefault(cid, []).append(d)
+    gone = [
+        cid
+        for cid, docs in candidates.items()
+        if cid in chunks and any(_still_of(d, cid, chunks[cid][1], flt) for d in docs)
+    ]
     if gone:
         store.delete(gone)
     return len(gone)
+
+
+def _chunks_named(store: ChunkStore, names: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Every chunk of the collection that carries one of ``names`` (as a string or a number)."""
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for start in range(0, len(names), _NAMES_PER_READ):
+        batch = names[start : start + _NAMES_PER_READ]
+        numbers = [int(n) for n in batch if n.lstrip("-").isdigit() and str(int(n)) == n]
+        values: list[list[Any]] = [list(batch), *([numbers] if numbers else [])]
+        where = {"$or": [{key: {"$in": v}} for key in DOCUMENT_NAME_KEYS for v in values]}
+        read = store.get(where=where, include_embeddings=False)
+        out.update(zip(read.ids, zip(read.texts, read.metadatas, strict=True), strict=True))
+    return out
 
 
 def _still_of(doc: Deleted, chunk_id: str, metadata: Mapping[str, Any], flt: MetadataFilter | None) -> bool:
     """Whether a chunk still belongs to a deleted document: its name, and the delete's filter."""
     if doc_id_of(chunk_id, metadata) != doc.followed.name:
         return False
+    if flt is None:
+        return True
     own = {k: v for k, v in public_metadata(metadata).items() if k not in CHUNK_KEYS}
-    return flt is None or flt.matches({**doc.seen, **own})
+    return flt.matches({**own, **{k: doc.seen[k] for k in WINDOW_KEYS if k in doc.seen}})

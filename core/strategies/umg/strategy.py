@@ -392,7 +392,7 @@ class UMGRAG(IndexLifecycle):
                 if name in doc_rows and gone.issuperset(doc_rows[name])
             ]
         if whole:
-            if not all(doc.followed.name for doc in whole):
+            if any(doc.followed.name is None for doc in whole):
                 warnings.warn(
                     "this UMG-RAG index was saved before it recorded the chunks of each document it "
                     "took from the collection, so the collection keeps them and a sync() takes them in "
@@ -1046,8 +1046,11 @@ def _followed(files: Mapping[str, FileData]) -> dict[str, Followed] | None:
             }
         except (AttributeError, KeyError, TypeError) as err:
             raise ValueError("the index's source_documents.json is malformed; rebuild the index") from err
-        texts = [t for d in followed.values() for t in (d.signature, d.name, *d.chunks)]
-        if not all(isinstance(t, str) for t in texts):
+        texts = [t for d in followed.values() for t in (d.signature, *d.chunks)]
+        names = [d.name for d in followed.values()]  # None: an older record, kept until a sync renews it
+        if not all(isinstance(t, str) for t in texts) or not all(
+            n is None or isinstance(n, str) for n in names
+        ):
             raise ValueError("the index's source_documents.json is malformed; rebuild the index")
         return followed
     if "source_signatures.json" in files:
