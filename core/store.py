@@ -571,7 +571,12 @@ class ChunkStore:
         return cls._open(client, collection_name, create=True, hnsw=hnsw, location={"kind": "ephemeral"})
 
     def sibling(
-        self, collection_name: str, *, hnsw: Mapping[str, Any] | None = None, replace: bool = False
+        self,
+        collection_name: str,
+        *,
+        hnsw: Mapping[str, Any] | None = None,
+        replace: bool = False,
+        create: bool = True,
     ) -> ChunkStore:
         """Opens (or creates) another collection of the same Chroma client.
 
@@ -594,6 +599,7 @@ class ChunkStore:
             hnsw: HNSW settings merged over :data:`DEFAULT_HNSW` for a new collection.
             replace: Make the collection anew for a build, deleting the one an earlier build
                 left (only a collection tagged as this store's sibling is ever deleted).
+            create: Make the collection when there is none (else that is a ``ValueError``).
 
         Returns:
             The store.
@@ -622,7 +628,7 @@ class ChunkStore:
             store = ChunkStore._open(
                 client,
                 collection_name,
-                create=True,
+                create=create,
                 hnsw=hnsw,
                 location=self.location,
                 metadata={SIBLING_TAG: self.name},

@@ -343,7 +343,8 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
             k: Number of results (default 4, or ``search_kwargs["k"]``).
             search_kwargs: Default query options.
             store: The Chroma collection (a ``Chroma`` / ``ChromaVectorStore``, a chromadb
-                collection or a ``ChunkStore``), when it is not the embedded one under ``path``.
+                collection or a ``ChunkStore``), when it is not the embedded one under
+                ``path``; for an index built over the app's vector store, that store.
             **options: The retriever's own fields (None: the index's saved default), and the
                 strategy's load options (``llm``, UMG's ``splade``).
 

@@ -465,7 +465,9 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
             search_kwargs: Default query options.
             llm: Optional LLM, for the strategies that use one.
             show_progress: Show progress bars.
-            **settings: The retriever's own fields and the strategy's config fields.
+            **settings: The retriever's own fields and the strategy's config fields, and
+                ``persist_dir`` (keep the index there; reopen it with :meth:`from_persist_dir`
+                and ``store=vector_store``).
 
         Returns:
             The retriever.
@@ -474,6 +476,8 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
             TypeError: ``vector_store`` is not a Chroma vector store.
         """
         collection = chroma_collection(vector_store, "from_vector_store expects a ChromaVectorStore")
+        if "persist_dir" in settings:  # this adapter's spelling of the core's persist_directory
+            settings["persist_directory"] = settings.pop("persist_dir")
         return cls._built(
             cls._strategy_type().from_store,
             ChunkStore(collection),
@@ -503,7 +507,8 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
             similarity_top_k: Number of results (default 4).
             search_kwargs: Default query options.
             store: The Chroma collection (a ``Chroma`` / ``ChromaVectorStore``, a chromadb
-                collection or a ``ChunkStore``), when it is not the embedded one under ``persist_dir``.
+                collection or a ``ChunkStore``), when it is not the embedded one under
+                ``persist_dir``; for an index built over the app's vector store, that store.
             **options: The retriever's own fields (None: the index's saved default), and the
                 strategy's load options (``llm``, UMG's ``splade``).
 

@@ -387,6 +387,20 @@ def chroma_index(small_docs: list[Document], li_embed_model: Any) -> VectorStore
     )
 
 
+def test_from_vector_store_persists_with_persist_dir_and_reopens_over_the_store(
+    chroma_index: VectorStoreIndex, li_embed_model: Any, tmp_path: Path
+) -> None:
+    store = chroma_index.vector_store
+    built = UMGRetriever.from_vector_store(
+        store, embed_model=li_embed_model, persist_dir=tmp_path / "umg", show_progress=False
+    )
+    reopened = UMGRetriever.from_persist_dir(tmp_path / "umg", embed_model=li_embed_model, store=store)
+    assert reopened.strategy.sync() == (0, 0, 0)  # it follows the store it was built over
+    assert sig(reopened.retrieve(QUERIES[0])) == sig(built.retrieve(QUERIES[0]))
+    built.strategy.close()
+    reopened.strategy.close()
+
+
 def test_postprocessor_behind_a_chroma_vector_store_index(
     chroma_index: VectorStoreIndex, small_docs: list[Document], texts: dict[str, str]
 ) -> None:

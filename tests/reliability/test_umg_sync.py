@@ -473,3 +473,31 @@ def test_a_builder_with_its_own_units_store_still_follows_its_collection_after_c
     _app_adds(source, ["z-1"], ["Zephyra Tolk audits the guild every May."], [{"source": "audit.txt"}])
     assert tuple(builder.sync()) == (1, 0, 0)  # caught up with other's save, still following source
     assert "Orrin" in _texts(builder, "Who wrote other notes?")
+
+
+def test_a_retriever_saved_over_the_apps_store_reopens_with_that_store(tmp_path: Path) -> None:
+    """``load(path, store=vectorstore)``: its windows are opened beside it, and it still follows it."""
+    from langchain_chroma import Chroma
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from langchain_bridge import UMGRetriever
+
+    emb = DeterministicFakeEmbedding(size=32)
+
+    def app_store() -> Chroma:
+        return Chroma(collection_name="app", embedding_function=emb, persist_directory=str(tmp_path / "app"))
+
+    vs = app_store()
+    vs.add_texts(GUILD, metadatas=[{"source": "guild.md"}] * 2, ids=["g-1", "g-2"])
+    UMGRetriever.from_vectorstore(
+        vs, entity_extractor=RuleBasedEntityExtractor(), persist_directory=str(tmp_path / "index"), **SMALL
+    ).strategy.close()
+    vs.add_texts([SECRET_TEXT], metadatas=[{"source": "vault.txt"}], ids=["vault"])
+    reopened = UMGRetriever.load(
+        str(tmp_path / "index"), embedding=emb, store=app_store(), entity_extractor=RuleBasedEntityExtractor()
+    )
+    assert reopened.sync() == (1, 0, 0)
+    assert any("Hollowfen" in d.page_content for d in reopened.invoke(QUESTION, k=10))
+    assert reopened.delete_documents(["vault.txt"]) > 0
+    assert vs.get(ids=["vault"])["ids"] == []  # it left the app's store too
+    reopened.strategy.close()

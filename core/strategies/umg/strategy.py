@@ -971,8 +971,10 @@ class UMGRAG(IndexLifecycle):
             splade = None  # an index without a SPLADE expert never loads the model
         elif splade is None:
             splade = meta.get("splade") or True  # the model recorded at build time
+        source, store = _windows_beside(store, meta)
         rag = super()._from_saved(store, embedder, meta, files, **{**options, "splade": splade})
         rag._from_store = bool(meta.get("from_store", False))
+        rag._source = source
         return rag
 
     def _reload_options(self) -> dict[str, Any]:
@@ -1030,6 +1032,32 @@ class UMGRAG(IndexLifecycle):
         self._link_rows = link_rows
         self._link_of_row = {r: i for i, r in enumerate(link_rows)}
         self._followed = _followed(files)
+
+
+def _windows_beside(
+    store: ChunkStore | None, meta: Mapping[str, Any]
+) -> tuple[ChunkStore | None, ChunkStore | None]:
+    """The collection an index built over a store follows, and the one holding its windows.
+
+    A load may be given the app's collection (or vector store) the index was built over: its
+    windows are then in the collection bridge-rag made beside it, which is opened instead.
+
+    Returns:
+        The followed collection (None: found when a sync needs it) and the windows' store.
+
+    Raises:
+        ValueError: The collection beside it is gone (rebuild the index).
+    """
+    windows = (meta.get("store") or {}).get("collection")
+    if store is None or not meta.get("from_store") or windows != f"{store.name}_umg":
+        return None, store
+    try:
+        return store, store.sibling(windows, create=False)
+    except ValueError as err:
+        raise ValueError(
+            f"this UMG-RAG index keeps its windows in the collection {windows!r} beside "
+            f"{store.name!r}, which cannot be opened ({err}); rebuild the index"
+        ) from err
 
 
 def _followed(files: Mapping[str, FileData]) -> dict[str, Followed] | None:
