@@ -51,6 +51,7 @@ from core.strategies.common import (
     jsonable,
     normalise_rows,
     open_index,
+    public_metadata,
     store_from_meta,
     timed,
 )
@@ -249,10 +250,20 @@ class IndexLifecycle(Follows):
     def _delete_rows(self, rows: Sequence[int], flt: MetadataFilter | None) -> None:
         """A delete's removal: the rows leave Chroma, then every structure (:meth:`_drop_rows`).
 
-        ``flt`` is the delete's filter (``rows`` already pass it), for a strategy that removes
-        more than its rows.
+        With a filter (a tenant's), a row the app has since rewritten in Chroma so that it no
+        longer passes (another tenant's chunk under the same id, not yet synced) leaves the
+        index but stays in Chroma: the next sync takes it in as the app wrote it.
         """
-        self._drop_rows(rows, from_store=True)
+        ids = [self._table.ids[r] for r in rows]
+        if flt is not None:
+            now = self.store.get(ids, include_embeddings=False, missing_ok=True)
+            ids = [
+                cid
+                for cid, meta in zip(now.ids, now.metadatas, strict=True)
+                if flt.matches(public_metadata(meta))
+            ]
+        self.store.delete(ids)
+        self._drop_rows(rows, from_store=False)
 
     def _drop_rows(self, rows: Sequence[int], *, from_store: bool) -> None:
         """Removes rows from every structure while no query runs: a delete's, and a sync's, removal.

@@ -97,6 +97,38 @@ def test_a_tenants_chunk_added_behind_the_index_never_joins_another_tenants_docu
     ]
 
 
+@pytest.mark.parametrize("strategy", ["bridge", "bubble"])
+def test_a_tenants_delete_leaves_a_chunk_the_app_rewrote_for_another_tenant(strategy: str) -> None:
+    """The app reuses a chunk's id for another tenant, unsynced: a filtered delete leaves it in Chroma."""
+    from core.strategies.bubble import BubbleRAG
+    from tests.reliability.cases import spacy_triples
+
+    store = ChunkStore.ephemeral(unique_name("sync-reused"))
+    acme = {"source": "report.pdf", "tenant": "acme"}
+    _app_adds(store, ["r1", "r2"], ["Falcon launches in May.", "Acme builds Falcon in Ohio."], [acme] * 2)
+    if strategy == "bridge":
+        extractor = RuleBasedEntityExtractor()
+        rag: Any = BridgeRAG.from_store(
+            store, embedder=wiring_embedder(), entity_extractor=extractor, show_progress=False
+        )
+    else:
+        rag = BubbleRAG.from_store(
+            store, embedder=wiring_embedder(), triple_extractor=spacy_triples(), show_progress=False
+        )
+    globex = "Globex: Project Zeta price is $41M."
+    store.collection.upsert(  # the app's own write over r2, not yet synced
+        ids=["r2"],
+        documents=[globex],
+        embeddings=wiring_embedder().embed_documents([globex]),
+        metadatas=[{"source": "report.pdf", "tenant": "globex"}],
+    )
+    assert rag.delete_documents(["report.pdf"], filter={"tenant": "acme"}) == 2
+    assert store.get(include_embeddings=False).ids == ["r2"]  # globex's chunk stays
+    assert tuple(rag.sync()) == (1, 0, 0)
+    found = rag.retrieve("What is the Zeta price?", k=5, filter={"tenant": "globex"})
+    assert [r.text for r in found] == [globex]
+
+
 def test_the_adapters_sync_through_the_strategy(lc_sync_store: Any) -> None:
     """``retriever.sync()`` in both frameworks, over the app's own LangChain Chroma store."""
     from langchain_core.embeddings import DeterministicFakeEmbedding
