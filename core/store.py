@@ -186,7 +186,8 @@ def sanitize_value(value: Any) -> Any:
 
 
 def _reserved_key(key: str) -> bool:
-    return not key or key[0] in "#$" or key == "chroma:document"
+    # Chroma refuses "#" and "$" keys, and keeps "chroma:" ones out of what it returns.
+    return not key or key[0] in "#$" or key.startswith("chroma:")
 
 
 def sanitize_metadata(metadata: Mapping[Any, Any] | None) -> dict[str, Any]:
@@ -199,8 +200,8 @@ def sanitize_metadata(metadata: Mapping[Any, Any] | None) -> dict[str, Any]:
     left empty are dropped); containers that do not fit (dicts, sets, mixed or nested lists)
     become JSON text (``json.dumps`` with ``str`` for unknown objects), and any other object
     becomes ``str(obj)``. Keys are coerced to ``str``; keys Chroma reserves (empty, starting
-    with ``#`` or ``$``, ``"chroma:document"``) are dropped. When two keys coerce to the
-    same string, the later one wins.
+    with ``#`` or ``$``, or with ``chroma:``, which it stores but never returns) are dropped.
+    When two keys coerce to the same string, the later one wins.
 
     Nothing is ever evaluated or unpickled: objects are only turned into text with ``str``.
 

@@ -252,17 +252,21 @@ class IndexLifecycle(Follows):
 
         With a filter (a tenant's), a row the app has since rewritten in Chroma so that it no
         longer passes (another tenant's chunk under the same id, not yet synced) leaves the
-        index but stays in Chroma: the next sync takes it in as the app wrote it.
+        index but stays in Chroma: the next sync takes it in as the app wrote it. A row Chroma
+        holds as the index does is always deleted.
         """
-        ids = [self._table.ids[r] for r in rows]
+        row_of = {self._table.ids[r]: r for r in rows}
+        kept: set[str] = set()
         if flt is not None:
-            now = self.store.get(ids, include_embeddings=False, missing_ok=True)
-            ids = [
-                cid
-                for cid, meta in zip(now.ids, now.metadatas, strict=True)
-                if flt.matches(public_metadata(meta))
-            ]
-        self.store.delete(ids)
+            now = self.store.get(list(row_of), include_embeddings=False, missing_ok=True)
+            for cid, text, meta in zip(now.ids, now.texts, now.metadatas, strict=True):
+                r = row_of[cid]
+                as_indexed = (
+                    text == self._table.texts[r] and stored_row_metadata(meta) == self._table.metadatas[r]
+                )
+                if not as_indexed and not flt.matches(public_metadata(meta)):
+                    kept.add(cid)
+        self.store.delete([cid for cid in row_of if cid not in kept])
         self._drop_rows(rows, from_store=False)
 
     def _drop_rows(self, rows: Sequence[int], *, from_store: bool) -> None:

@@ -262,6 +262,7 @@ def test_sanitize_metadata_rules() -> None:
         "#reserved": 1,
         "$op": 1,
         "chroma:document": "x",
+        "chroma:tenant": "x",  # Chroma stores it, then never returns it
     }
     clean = sanitize_metadata(raw)
     assert clean == {

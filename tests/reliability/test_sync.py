@@ -129,6 +129,22 @@ def test_a_tenants_delete_leaves_a_chunk_the_app_rewrote_for_another_tenant(stra
     assert [r.text for r in found] == [globex]
 
 
+def test_a_filtered_delete_always_deletes_a_chunk_chroma_holds_as_indexed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only a rewritten chunk may stay: a recheck that disagrees with the index never keeps one."""
+    import core.strategies.lifecycle as lifecycle
+
+    store = ChunkStore.ephemeral(unique_name("sync-as-indexed"))
+    _app_adds(store, ["r1"], ["Falcon launches in May."], [{"source": "report.pdf", "tenant": "acme"}])
+    rag = BridgeRAG.from_store(
+        store, embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor(), show_progress=False
+    )
+    monkeypatch.setattr(lifecycle, "public_metadata", lambda meta: {})  # no filter passes the recheck
+    assert rag.delete_documents(["report.pdf"], filter={"tenant": "acme"}) == 1
+    assert store.get(include_embeddings=False).ids == []
+
+
 def test_the_adapters_sync_through_the_strategy(lc_sync_store: Any) -> None:
     """``retriever.sync()`` in both frameworks, over the app's own LangChain Chroma store."""
     from langchain_core.embeddings import DeterministicFakeEmbedding
