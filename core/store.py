@@ -657,6 +657,25 @@ class ChunkStore:
         store._owns_client = False
         return store
 
+    def current(self) -> ChunkStore | None:
+        """This store, or the collection of its name that the app made anew since; None: gone.
+
+        A Chroma collection deleted and made again under its name is another collection: a
+        store over the old one fails. The new one shares this store's client.
+        """
+        from chromadb.errors import NotFoundError
+
+        try:
+            self.collection.count()
+            return self
+        except NotFoundError:
+            client = self.client if self.client is not None else _client_of(self.collection)
+            if client is None or _find_collection(client, self.name) is None:
+                return None
+            store = ChunkStore._open(client, self.name, create=False, hnsw=None, location=self.location)
+            store._owns_client = False
+            return store
+
     def _check_sibling(self, collection: Any) -> None:
         """Refuses a collection that bridge-rag did not make beside this store."""
         if (collection.metadata or {}).get(SIBLING_TAG) != self.name:

@@ -477,6 +477,8 @@ class StrategyRetriever(BaseRetriever, StrategyAdapter):
         """
         collection = chroma_collection(vector_store, "from_vector_store expects a ChromaVectorStore")
         if "persist_dir" in settings:  # this adapter's spelling of the core's persist_directory
+            if "persist_directory" in settings:
+                raise TypeError("pass persist_dir= or persist_directory=, not both")
             settings["persist_directory"] = settings.pop("persist_dir")
         return cls._built(
             cls._strategy_type().from_store,

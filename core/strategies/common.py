@@ -22,6 +22,7 @@ import numpy.typing as npt
 from tqdm.auto import tqdm
 
 from core.embed import Embedder
+from core.filters import MetadataFilter
 from core.persist import IndexFiles, current_meta, index_kind, load_index_generation
 from core.store import ChunkStore, StoredChunks
 from core.types import BuildReport, Document
@@ -36,6 +37,7 @@ __all__ = [
     "NODE_KEYS",
     "ORDER_KEY",
     "POSITION_KEYS",
+    "WINDOW_KEYS",
     "check_embedder",
     "check_new_index_directory",
     "check_query_vector",
@@ -57,6 +59,7 @@ __all__ = [
     "public_metadata",
     "read_from_store",
     "row_cosines",
+    "still_belongs",
     "store_from_meta",
     "timed",
 ]
@@ -448,6 +451,9 @@ NODE_KEYS = frozenset(
 #: :data:`NODE_KEYS`): chunks are grouped into documents by the rest of their metadata.
 CHUNK_KEYS = POSITION_KEYS | NODE_KEYS
 
+#: The metadata a UMG-RAG window carries that its document's chunks do not.
+WINDOW_KEYS = ("doc_id", "sent_start", "sent_end", "start_index", "end_index", "granularities")
+
 
 #: A document's own list of metadata keys to keep out of prompts (a JSON list, as Chroma stores
 #: only scalars): a LlamaIndex document's ``excluded_llm_metadata_keys``, kept with its chunks.
@@ -534,6 +540,40 @@ def document_key(metadata: Mapping[str, Any] | None) -> str:
         if str(k) not in CHUNK_KEYS and str(k) not in FRAMEWORK_KEYS
     }
     return json.dumps(shared, sort_keys=True, default=str)
+
+
+def still_belongs(
+    chunk_id: str,
+    metadata: Mapping[str, Any],
+    name: str,
+    flt: MetadataFilter | None,
+    *,
+    window: Mapping[str, Any] | None = None,
+) -> bool:
+    """Whether a chunk read from Chroma now is still one a delete names: a check of the app's writes.
+
+    The app may have rewritten a chunk under the same id since the index took it in (another
+    document's, another tenant's). It still belongs when it carries the document's ``name``
+    and its metadata pass the delete's filter.
+
+    Args:
+        chunk_id: The chunk's id.
+        metadata: Its metadata as Chroma holds it now.
+        name: The name of the document the delete takes it for.
+        flt: The delete's filter, if any.
+        window: For a chunk UMG-RAG cut windows from: one of those windows' metadata (the
+            filter passed it); the filter then sees the chunk's document-level keys and the
+            keys only windows carry (``doc_id``, sentence and character spans, granularities).
+    """
+    if doc_id_of(chunk_id, metadata) != name:
+        return False
+    if flt is None:
+        return True
+    view = public_metadata(metadata)
+    if window is not None:
+        view = {k: v for k, v in view.items() if k not in CHUNK_KEYS}
+        view.update({k: window[k] for k in WINDOW_KEYS if k in window})
+    return flt.matches(view)
 
 
 def suffixed_name(name: str, key: str) -> str:

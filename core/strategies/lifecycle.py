@@ -46,12 +46,13 @@ from core.strategies.common import (
     check_new_index_directory,
     check_rebuild_store,
     default_store,
+    doc_id_of,
     embed_in_batches,
     index_directory,
     jsonable,
     normalise_rows,
     open_index,
-    public_metadata,
+    still_belongs,
     store_from_meta,
     timed,
 )
@@ -250,22 +251,22 @@ class IndexLifecycle(Follows):
     def _delete_rows(self, rows: Sequence[int], flt: MetadataFilter | None) -> None:
         """A delete's removal: the rows leave Chroma, then every structure (:meth:`_drop_rows`).
 
-        With a filter (a tenant's), a row the app has since rewritten in Chroma so that it no
-        longer passes (another tenant's chunk under the same id, not yet synced) leaves the
-        index but stays in Chroma: the next sync takes it in as the app wrote it. A row Chroma
+        A row the app has since rewritten in Chroma under the same id so that it no longer
+        belongs to what the delete names (another document's chunk, or another tenant's with a
+        filter; not yet synced) leaves the index but stays in Chroma: the next sync takes it
+        in as the app wrote it (:func:`core.strategies.common.still_belongs`). A row Chroma
         holds as the index does is always deleted.
         """
-        row_of = {self._table.ids[r]: r for r in rows}
+        table = self._table
+        row_of = {table.ids[r]: r for r in rows}
+        now = self.store.get(list(row_of), include_embeddings=False, missing_ok=True)
         kept: set[str] = set()
-        if flt is not None:
-            now = self.store.get(list(row_of), include_embeddings=False, missing_ok=True)
-            for cid, text, meta in zip(now.ids, now.texts, now.metadatas, strict=True):
-                r = row_of[cid]
-                as_indexed = (
-                    text == self._table.texts[r] and stored_row_metadata(meta) == self._table.metadatas[r]
-                )
-                if not as_indexed and not flt.matches(public_metadata(meta)):
-                    kept.add(cid)
+        for cid, text, meta in zip(now.ids, now.texts, now.metadatas, strict=True):
+            r = row_of[cid]
+            indexed = table.metadatas[r]
+            same = (text, stored_row_metadata(meta)) == (table.texts[r], stored_row_metadata(indexed))
+            if not same and not still_belongs(cid, meta, doc_id_of(cid, indexed), flt):
+                kept.add(cid)
         self.store.delete([cid for cid in row_of if cid not in kept])
         self._drop_rows(rows, from_store=False)
 
@@ -294,11 +295,12 @@ class IndexLifecycle(Follows):
         is in no later save); what is new or changed there is indexed: Bridge-RAG and BubbleRAG
         index a chunk as stored (not re-embedded), in a document grouped by the rule of
         :meth:`from_store`; UMG-RAG re-cuts and re-embeds each document whose chunks changed
-        (:mod:`core.strategies.umg.source`). When nothing changed, nothing is written and no
-        writer lock is taken. The index is saved when it has a directory. A sync that takes the
-        writer lock lets it go when it is done (unless this object held it before), so every
-        worker of a deployment may sync: one waits up to ``wait`` seconds for another's sync,
-        then takes in what that one saved.
+        (:mod:`core.strategies.umg.source`; one the app stored anew with the same text and
+        metadata only has its record renewed, saved but not counted). When nothing changed,
+        nothing is written and no writer lock is taken. The index is saved when it has a
+        directory. A sync that takes the writer lock lets it go when it is done (unless this
+        object held it before), so every worker of a deployment may sync: one waits up to
+        ``wait`` seconds for another's sync, then takes in what that one saved.
 
         Args:
             wait: Seconds to wait while another worker holds the writer lock.
@@ -661,6 +663,7 @@ class IndexLifecycle(Follows):
         )
         emb = as_embedder(embedder)
         check_embedder(emb, meta)
+        given = store
         from_manifest = store is None and meta.get("store") is not None
         if from_manifest:
             store = store_from_meta(root, index_dir, meta, cls.default_collection)
@@ -677,8 +680,15 @@ class IndexLifecycle(Follows):
                     )
                 except (ValueError, FileNotFoundError):
                     pass  # the new manifest names no store to find (a worker's wrapped collection)
+            # The store the caller gave, as given: a strategy may open another beside it
+            # (UMG-RAG's windows), which a rebuild replaces.
             return cls._load_saved(
-                index_dir, old.store, old.embedder, None, memory_map, old._reload_options()
+                index_dir,
+                given if given is not None else old.store,
+                old.embedder,
+                None,
+                memory_map,
+                old._reload_options(),
             )
 
         rag._follow(index_dir, generation, refresh_interval, reload)

@@ -129,6 +129,29 @@ def test_a_tenants_delete_leaves_a_chunk_the_app_rewrote_for_another_tenant(stra
     assert [r.text for r in found] == [globex]
 
 
+def test_a_delete_leaves_a_chunk_the_app_gave_to_another_document_since() -> None:
+    store = ChunkStore.ephemeral(unique_name("sync-other-doc"))
+    _app_adds(
+        store,
+        ["r1", "r2"],
+        ["Falcon launches in May.", "Acme builds Falcon in Ohio."],
+        [{"source": "a.md"}] * 2,
+    )
+    rag = BridgeRAG.from_store(
+        store, embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor(), show_progress=False
+    )
+    _app_adds(store, ["n1"], ["Notes on the Zeta launch."], [{"source": "notes.md"}])
+    store.collection.upsert(  # the app reuses r2 for notes.md, not yet synced
+        ids=["r2"],
+        documents=["Zeta ships in June."],
+        metadatas=[{"source": "notes.md"}],
+        embeddings=wiring_embedder().embed_documents(["Zeta ships in June."]),
+    )
+    assert rag.delete_documents(["a.md"]) == 2
+    assert sorted(store.get(include_embeddings=False).ids) == ["n1", "r2"]
+    assert tuple(rag.sync()) == (2, 0, 0)
+
+
 def test_a_filtered_delete_always_deletes_a_chunk_chroma_holds_as_indexed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -140,7 +163,7 @@ def test_a_filtered_delete_always_deletes_a_chunk_chroma_holds_as_indexed(
     rag = BridgeRAG.from_store(
         store, embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor(), show_progress=False
     )
-    monkeypatch.setattr(lifecycle, "public_metadata", lambda meta: {})  # no filter passes the recheck
+    monkeypatch.setattr(lifecycle, "still_belongs", lambda *a, **k: False)  # a recheck that says no
     assert rag.delete_documents(["report.pdf"], filter={"tenant": "acme"}) == 1
     assert store.get(include_embeddings=False).ids == []
 

@@ -229,7 +229,7 @@ def test_a_document_stored_anew_and_deleted_before_any_sync_stays_deleted() -> N
     assert tuple(rag.sync()) == (0, 0, 0)
 
 
-@pytest.mark.parametrize("name", ["5", 5, ""])  # a number, and an empty name, are names too
+@pytest.mark.parametrize("name", ["5", 5, "", "²", "12345678901234567890"])  # odd names are names too
 def test_a_document_stored_anew_under_any_name_is_deleted(name: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import core.strategies.umg.source as source
 
@@ -501,3 +501,35 @@ def test_a_retriever_saved_over_the_apps_store_reopens_with_that_store(tmp_path:
     assert reopened.delete_documents(["vault.txt"]) > 0
     assert vs.get(ids=["vault"])["ids"] == []  # it left the app's store too
     reopened.strategy.close()
+
+
+def test_a_reader_given_the_apps_store_follows_a_rebuild(tmp_path: Path) -> None:
+    app = ChunkStore.persistent(tmp_path / "chroma", "docs")
+    _app_adds(app, ["g-1", "g-2"], GUILD, [{"source": "guild.md"}] * 2)
+    _umg(app, persist_directory=tmp_path).close()
+    reader = UMGRAG.load(
+        tmp_path,
+        store=ChunkStore.persistent(tmp_path / "chroma", "docs", create=False),
+        embedder=wiring_embedder(),
+        refresh_interval=None,
+        entity_extractor=RuleBasedEntityExtractor(),
+    )
+    _app_adds(app, ["a1"], FALCON[:1], [ACME])
+    _umg(app, persist_directory=tmp_path).close()  # the rebuild makes the windows' collection anew
+    assert reader.refresh()
+    assert "Falcon" in _texts(reader, "When does Falcon launch?")
+    reader.close()
+
+
+def test_an_index_with_its_own_units_store_follows_a_collection_the_app_made_anew() -> None:
+    app = ChunkStore.ephemeral(unique_name("umg-own-remade"))
+    _app_adds(app, ["g-1", "g-2"], GUILD, [{"source": "guild.md"}] * 2)
+    _app_adds(app, ["a1"], FALCON[:1], [ACME])
+    rag = _umg(app, units_store=ChunkStore.ephemeral(unique_name("umg-own-units")))
+    app.client.delete_collection(app.name)
+    again = ChunkStore(app.client.create_collection(app.name, embedding_function=None))
+    _app_adds(again, ["g-1", "g-2"], GUILD, [{"source": "guild.md"}] * 2)
+    _app_adds(again, ["a1"], FALCON[:1], [ACME])
+    assert rag.delete_documents(["guild.md"]) > 0
+    assert _tenants(again) == {"a1": "acme"}
+    assert tuple(rag.sync()) == (0, 0, 0)

@@ -20,18 +20,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from core.filters import MetadataFilter
 from core.store import ChunkStore, StoredChunks
 from core.strategies.common import (
-    CHUNK_KEYS,
     DOCUMENT_NAME_KEYS,
     doc_id_of,
     document_groups,
     documents_from_chunks,
-    public_metadata,
+    still_belongs,
 )
 from core.types import Document
 
@@ -42,6 +42,7 @@ __all__ = [
     "SourceDocument",
     "delete_source_documents",
     "document_signature",
+    "documents_of",
     "source_changes",
     "source_documents",
 ]
@@ -69,8 +70,8 @@ class SourceDocument(NamedTuple):
     followed: Followed
 
     @property
-    def name(self) -> str:
-        """The document's id."""
+    def id(self) -> str:
+        """The document's id (its name, or ``name#<hash>`` while another document shares it)."""
         return self.document.id or ""
 
 
@@ -92,7 +93,7 @@ class SourceChanges(NamedTuple):
     @property
     def names(self) -> list[str]:
         """Every document id concerned, sorted."""
-        return sorted({*(d.name for d in (*self.new, *self.changed, *self.moved)), *self.gone})
+        return sorted({*(d.id for d in (*self.new, *self.changed, *self.moved)), *self.gone})
 
 
 def document_signature(doc: Document) -> str:
@@ -101,15 +102,13 @@ def document_signature(doc: Document) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def source_documents(store: ChunkStore, stored: StoredChunks | None = None) -> list[SourceDocument]:
-    """A collection's documents, rebuilt from its chunks as a UMG-RAG build rebuilds them.
+def source_documents(store: ChunkStore) -> list[SourceDocument]:
+    """A collection's documents, rebuilt from its chunks as a UMG-RAG build rebuilds them."""
+    return documents_of(store.get(include_embeddings=False))
 
-    Args:
-        store: The collection.
-        stored: Its chunks, already read (without embeddings); None: read them here.
-    """
-    if stored is None:
-        stored = store.get(include_embeddings=False)
+
+def documents_of(stored: StoredChunks) -> list[SourceDocument]:
+    """Chunks read from a collection (without embeddings) as the documents a build rebuilds."""
     ids, metas = stored.ids, stored.metadatas
     groups = document_groups(ids, metas)
     out = []
@@ -132,16 +131,13 @@ def source_changes(known: Mapping[str, Followed], docs: list[SourceDocument]) ->
         The documents new to the index, the ids of those gone from the collection, the
         documents whose text or metadata changed there, and those only stored anew.
     """
-    now = {doc.name: doc for doc in docs}
+    now = {doc.id: doc for doc in docs}
     new = [doc for name, doc in now.items() if name not in known]
     kept = [(known[name], doc) for name, doc in now.items() if name in known]
     changed = [doc for was, doc in kept if was.signature != doc.followed.signature]
     moved = [doc for was, doc in kept if was.signature == doc.followed.signature and was != doc.followed]
     return SourceChanges(new, sorted(set(known) - set(now)), changed, moved)
 
-
-#: The metadata a window carries that its document's chunks do not (UMG-RAG adds it).
-WINDOW_KEYS = ("doc_id", "sent_start", "sent_end", "start_index", "end_index", "granularities")
 
 #: Names per read of the chunks that carry them (each name is matched under four keys, and
 #: SQLite takes at most 32,766 values per statement).
@@ -151,7 +147,6 @@ _NAMES_PER_READ = 1000
 class Deleted(NamedTuple):
     """A whole document a delete takes out of the index, to take out of the collection too."""
 
-    id: str
     followed: Followed
     seen: Mapping[str, Any]
     """The metadata of one of its windows (all passed the delete's filter)."""
@@ -165,7 +160,8 @@ def delete_source_documents(
     The chunks are those recorded, and those the app stored the same document under since
     (its name, text and metadata under new chunk ids). A chunk is deleted only while it still
     carries the document's name and its metadata still pass ``flt`` (with the keys only
-    windows carry, :data:`WINDOW_KEYS`, taken from the document's window): one the app
+    windows carry, :data:`core.strategies.common.WINDOW_KEYS`, taken from the document's window;
+    :func:`core.strategies.common.still_belongs`): one the app
     rewrote under another name since, or for another tenant (a reused id), stays, as do
     chunks the app added to a document it changed since. A record without a name (an older
     save, before a sync renewed it) deletes nothing.
@@ -186,11 +182,9 @@ def delete_source_documents(
         [c for d in named for c in d.followed.chunks], include_embeddings=False, missing_ok=True
     )
     chunks.update(zip(recorded.ids, zip(recorded.texts, recorded.metadatas, strict=True), strict=True))
-    stored = StoredChunks(
-        list(chunks), [t for t, _ in chunks.values()], [m for _, m in chunks.values()], None
-    )
+    texts, metas = [t for t, _ in chunks.values()], [m for _, m in chunks.values()]
     anew: dict[tuple[str, str], list[str]] = {}  # (name, signature) -> the chunks of such documents now
-    for doc in source_documents(store, stored):
+    for doc in documents_of(StoredChunks(list(chunks), texts, metas, None)):
         anew.setdefault((doc.followed.name or "", doc.followed.signature), []).extend(doc.followed.chunks)
     candidates: dict[str, list[Deleted]] = {}
     for d in named:
@@ -199,7 +193,8 @@ def delete_source_documents(
     gone = [
         cid
         for cid, docs in candidates.items()
-        if cid in chunks and any(_still_of(d, cid, chunks[cid][1], flt) for d in docs)
+        if cid in chunks
+        and any(still_belongs(cid, chunks[cid][1], d.followed.name or "", flt, window=d.seen) for d in docs)
     ]
     if gone:
         store.delete(gone)
@@ -211,7 +206,7 @@ def _chunks_named(store: ChunkStore, names: Sequence[str]) -> dict[str, tuple[st
     out: dict[str, tuple[str, dict[str, Any]]] = {}
     for start in range(0, len(names), _NAMES_PER_READ):
         batch = names[start : start + _NAMES_PER_READ]
-        numbers = [int(n) for n in batch if n.lstrip("-").isdigit() and str(int(n)) == n]
+        numbers = [int(n) for n in batch if _INT.fullmatch(n) and -(2**63) <= int(n) < 2**63]
         values: list[list[Any]] = [list(batch), *([numbers] if numbers else [])]
         where = {"$or": [{key: {"$in": v}} for key in DOCUMENT_NAME_KEYS for v in values]}
         read = store.get(where=where, include_embeddings=False)
@@ -219,11 +214,5 @@ def _chunks_named(store: ChunkStore, names: Sequence[str]) -> dict[str, tuple[st
     return out
 
 
-def _still_of(doc: Deleted, chunk_id: str, metadata: Mapping[str, Any], flt: MetadataFilter | None) -> bool:
-    """Whether a chunk still belongs to a deleted document: its name, and the delete's filter."""
-    if doc_id_of(chunk_id, metadata) != doc.followed.name:
-        return False
-    if flt is None:
-        return True
-    own = {k: v for k, v in public_metadata(metadata).items() if k not in CHUNK_KEYS}
-    return flt.matches({**own, **{k: doc.seen[k] for k in WINDOW_KEYS if k in doc.seen}})
+#: A name that Chroma may hold as an integer (``doc_id_of`` reads 5 as "5").
+_INT = re.compile(r"-?(0|[1-9][0-9]*)", re.ASCII)

@@ -19,15 +19,14 @@ de-duplication run in C++.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -71,6 +70,7 @@ from core.strategies.umg.source import (
     Followed,
     SourceChanges,
     delete_source_documents,
+    documents_of,
     source_changes,
     source_documents,
 )
@@ -81,8 +81,6 @@ from core.types import Document, Retrieved
 from core.writer_lock import check_no_writer
 
 __all__ = ["UMGRAG", "UMGConfig"]
-
-T = TypeVar("T")
 
 FloatMatrix = npt.NDArray[np.float32]
 INDEX_VERSION = 2  # 2: the bridging expert's entity links
@@ -309,7 +307,7 @@ class UMGRAG(IndexLifecycle):
                 f"the collection's embeddings have dimension {dim}, but the embedder produces "
                 f"{emb.dimension}; pass the embedder the collection was built with"
             )
-        taken = source_documents(store, stored)
+        taken = documents_of(stored)
         docs = [doc.document for doc in taken]
         if not docs:
             raise ValueError("the Chroma collection holds no text to build sentence windows from")
@@ -329,7 +327,7 @@ class UMGRAG(IndexLifecycle):
             # What it follows is set before the build, so the one save of a build into a
             # directory records it: an index saved without it could never sync.
             rag._from_store, rag._source = True, store
-            rag._followed = {doc.name: doc.followed for doc in taken}
+            rag._followed = {doc.id: doc.followed for doc in taken}
             return rag._build_into(docs, persist_directory)
 
     # ------------------------------------------------------------------ following the store
@@ -359,7 +357,8 @@ class UMGRAG(IndexLifecycle):
 
         UMG-RAG's windows span chunks, so it follows the collection a document at a time
         (:mod:`core.strategies.umg.source`): a document any of whose chunks was added, changed
-        or deleted there is cut into windows and embedded anew; :meth:`sync` counts documents.
+        or deleted there is cut into windows and embedded anew (one stored anew with the same
+        text and metadata only has its record renewed); :meth:`sync` counts documents.
         A document deleted through the retriever leaves the collection too
         (:meth:`_delete_rows`), so no sync brings it back.
         """
@@ -381,13 +380,13 @@ class UMGRAG(IndexLifecycle):
         finds the document gone); else the next sync would take the document in again. A
         delete that leaves some of a document's windows (a filter on a window's own key)
         leaves the collection as it is, and the document's signature keeps the sync from
-        restoring them. An index that cannot find the collection it follows cannot sync, so
-        nothing brings its deleted documents back.
+        restoring them. An index with no collection to follow (it cannot find it, or the app
+        deleted it) cannot sync, so nothing brings its deleted documents back.
         """
         with self._lock:
             gone, doc_rows = set(rows), self._table.doc_rows
             whole = [
-                Deleted(name, followed, self._table.metadatas[doc_rows[name][0]])
+                Deleted(followed, self._table.metadatas[doc_rows[name][0]])
                 for name, followed in (self._followed or {}).items()
                 if name in doc_rows and gone.issuperset(doc_rows[name])
             ]
@@ -400,24 +399,24 @@ class UMGRAG(IndexLifecycle):
                     "the collection too",
                     stacklevel=4,
                 )
-            # (no collection to follow: no sync can bring them back either)
-            with contextlib.suppress(ValueError, NotImplementedError):
-                self._on_source(lambda source: delete_source_documents(source, whole, flt))
+            try:
+                source = self._current_source()
+            except (ValueError, NotImplementedError):
+                source = None  # no collection to follow: no sync can bring them back either
+            if source is not None:
+                delete_source_documents(source, whole, flt)
         super()._delete_rows(rows, flt)
 
-    def _on_source(self, call: Callable[[ChunkStore], T]) -> T:
-        """``call`` on the collection this index follows, found anew if the app made it anew.
+    def _current_source(self) -> ChunkStore | None:
+        """The collection this index follows as it is now (the app may have made it anew); None: gone.
 
         Raises:
             ValueError: The collection cannot be found (see :meth:`_source_store`).
         """
-        from chromadb.errors import NotFoundError
-
-        try:
-            return call(self._source_store())
-        except NotFoundError:  # the app deleted its collection (and made it again): look it up by name
-            self._source = None
-            return call(self._source_store())
+        source = self._source_store().current()
+        if source is not None:
+            self._source = source
+        return source
 
     def _source_changes(self) -> tuple[SourceChanges, list[str]]:
         """The collection's changes, less a new document whose id one added through the retriever has.
@@ -425,18 +424,24 @@ class UMGRAG(IndexLifecycle):
         Such a document is left out (and named, second) at every sync until one of the two is
         renamed or deleted: the retriever's is never replaced, and the rest still syncs.
         """
-        changes = source_changes(self._followed or {}, self._on_source(source_documents))
+        source = self._current_source()
+        if source is None:
+            raise ValueError(
+                f"the collection {self._source_store().name!r} this UMG-RAG index follows no longer "
+                "exists; rebuild the index over the collection the app uses now"
+            )
+        changes = source_changes(self._followed or {}, source_documents(source))
         with self._lock:
-            taken = sorted(d.name for d in changes.new if d.name in self._table.doc_rows)
+            taken = sorted(d.id for d in changes.new if d.id in self._table.doc_rows)
         if not taken:
             return changes, []
         left_out = set(taken)
-        new = [d for d in changes.new if d.name not in left_out]
+        new = [d for d in changes.new if d.id not in left_out]
         return changes._replace(new=new), taken
 
     def _sync_locked(self, candidates: Sequence[str]) -> Synced:
         changes, _ = self._source_changes()  # again, under the lock: another worker may have synced
-        stale = [*changes.gone, *(doc.name for doc in changes.changed)]
+        stale = [*changes.gone, *(doc.id for doc in changes.changed)]
         with self._lock:
             rows = sorted({r for name in stale for r in self._table.doc_rows.get(name, [])})
         try:
@@ -445,11 +450,11 @@ class UMGRAG(IndexLifecycle):
             followed = self._followed if self._followed is not None else {}
             for name in stale:
                 followed.pop(name, None)
-            followed.update({doc.name: doc.followed for doc in changes.moved})  # the record only
+            followed.update({doc.id: doc.followed for doc in changes.moved})  # the record only
             added = [*changes.new, *changes.changed]
             if added:
                 self._index_documents([doc.document for doc in added], first_build=False)
-                followed.update({doc.name: doc.followed for doc in added})
+                followed.update({doc.id: doc.followed for doc in added})
         finally:
             if changes:  # what was removed is saved even if the rest failed
                 self._autosave()
@@ -1039,25 +1044,26 @@ def _windows_beside(
 ) -> tuple[ChunkStore | None, ChunkStore | None]:
     """The collection an index built over a store follows, and the one holding its windows.
 
-    A load may be given the app's collection (or vector store) the index was built over: its
-    windows are then in the collection bridge-rag made beside it, which is opened instead.
+    A load may be given the app's collection (or vector store) the index was built over
+    instead of its windows' collection: the collection the manifest names is then opened
+    through the same client, when bridge-rag made it beside the given one.
 
     Returns:
         The followed collection (None: found when a sync needs it) and the windows' store.
-
-    Raises:
-        ValueError: The collection beside it is gone (rebuild the index).
     """
     windows = (meta.get("store") or {}).get("collection")
-    if store is None or not meta.get("from_store") or windows != f"{store.name}_umg":
+    if store is None or not meta.get("from_store") or not isinstance(windows, str) or windows == store.name:
         return None, store
     try:
         return store, store.sibling(windows, create=False)
-    except ValueError as err:
-        raise ValueError(
-            f"this UMG-RAG index keeps its windows in the collection {windows!r} beside "
-            f"{store.name!r}, which cannot be opened ({err}); rebuild the index"
-        ) from err
+    except ValueError:  # not made beside it: the load's own check names the collection to pass
+        return None, store
+
+
+def _a_list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, got {type(value).__name__}")
+    return value
 
 
 def _followed(files: Mapping[str, FileData]) -> dict[str, Followed] | None:
@@ -1070,7 +1076,8 @@ def _followed(files: Mapping[str, FileData]) -> dict[str, Followed] | None:
         data = json_from_bytes(files["source_documents.json"])
         try:
             followed = {
-                str(name): Followed(d["signature"], d["name"], tuple(d["chunks"])) for name, d in data.items()
+                str(name): Followed(d["signature"], d["name"], tuple(_a_list(d["chunks"])))
+                for name, d in data.items()
             }
         except (AttributeError, KeyError, TypeError) as err:
             raise ValueError("the index's source_documents.json is malformed; rebuild the index") from err
