@@ -545,7 +545,7 @@ def document_key(metadata: Mapping[str, Any] | None) -> str:
 def still_belongs(
     chunk_id: str,
     metadata: Mapping[str, Any],
-    name: str,
+    doc: str,
     flt: MetadataFilter | None,
     *,
     window: Mapping[str, Any] | None = None,
@@ -553,19 +553,21 @@ def still_belongs(
     """Whether a chunk read from Chroma now is still one a delete names: a check of the app's writes.
 
     The app may have rewritten a chunk under the same id since the index took it in (another
-    document's, another tenant's). It still belongs when it carries the document's ``name``
-    and its metadata pass the delete's filter.
+    document's, another tenant's). It still belongs when it is still of document ``doc``
+    (it carries that name, or ``doc`` is ``name#<hash>`` of its name and metadata: another
+    tenant's same-named file is another document) and its metadata pass the delete's filter.
 
     Args:
         chunk_id: The chunk's id.
         metadata: Its metadata as Chroma holds it now.
-        name: The name of the document the delete takes it for.
+        doc: The id of the document the delete takes it for.
         flt: The delete's filter, if any.
         window: For a chunk UMG-RAG cut windows from: one of those windows' metadata (the
             filter passed it); the filter then sees the chunk's document-level keys and the
             keys only windows carry (``doc_id``, sentence and character spans, granularities).
     """
-    if doc_id_of(chunk_id, metadata) != name:
+    name = doc_id_of(chunk_id, metadata)
+    if doc not in (name, suffixed_name(name, document_key(metadata))):
         return False
     if flt is None:
         return True

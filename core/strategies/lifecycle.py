@@ -46,7 +46,6 @@ from core.strategies.common import (
     check_new_index_directory,
     check_rebuild_store,
     default_store,
-    doc_id_of,
     embed_in_batches,
     index_directory,
     jsonable,
@@ -265,7 +264,7 @@ class IndexLifecycle(Follows):
             r = row_of[cid]
             indexed = table.metadatas[r]
             same = (text, stored_row_metadata(meta)) == (table.texts[r], stored_row_metadata(indexed))
-            if not same and not still_belongs(cid, meta, doc_id_of(cid, indexed), flt):
+            if not same and not still_belongs(cid, meta, table.doc_ids[r], flt):
                 kept.add(cid)
         self.store.delete([cid for cid in row_of if cid not in kept])
         self._drop_rows(rows, from_store=False)
@@ -680,16 +679,11 @@ class IndexLifecycle(Follows):
                     )
                 except (ValueError, FileNotFoundError):
                     pass  # the new manifest names no store to find (a worker's wrapped collection)
-            # The store the caller gave, as given: a strategy may open another beside it
-            # (UMG-RAG's windows), which a rebuild replaces.
-            return cls._load_saved(
-                index_dir,
-                given if given is not None else old.store,
-                old.embedder,
-                None,
-                memory_map,
-                old._reload_options(),
-            )
+            # The store the caller gave, as it is now: a rebuild may have made it anew, or the
+            # one a strategy opened beside it (UMG-RAG's windows).
+            again = given.current() if given is not None else None
+            where = again or given or old.store
+            return cls._load_saved(index_dir, where, old.embedder, None, memory_map, old._reload_options())
 
         rag._follow(index_dir, generation, refresh_interval, reload)
         return rag

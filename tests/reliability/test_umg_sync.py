@@ -503,13 +503,14 @@ def test_a_retriever_saved_over_the_apps_store_reopens_with_that_store(tmp_path:
     reopened.strategy.close()
 
 
-def test_a_reader_given_the_apps_store_follows_a_rebuild(tmp_path: Path) -> None:
+@pytest.mark.parametrize("given", ["docs", "docs_umg"])  # the app's store, or the windows'
+def test_a_reader_given_the_apps_store_follows_a_rebuild(given: str, tmp_path: Path) -> None:
     app = ChunkStore.persistent(tmp_path / "chroma", "docs")
     _app_adds(app, ["g-1", "g-2"], GUILD, [{"source": "guild.md"}] * 2)
     _umg(app, persist_directory=tmp_path).close()
     reader = UMGRAG.load(
         tmp_path,
-        store=ChunkStore.persistent(tmp_path / "chroma", "docs", create=False),
+        store=ChunkStore.persistent(tmp_path / "chroma", given, create=False),
         embedder=wiring_embedder(),
         refresh_interval=None,
         entity_extractor=RuleBasedEntityExtractor(),
@@ -533,3 +534,27 @@ def test_an_index_with_its_own_units_store_follows_a_collection_the_app_made_ane
     assert rag.delete_documents(["guild.md"]) > 0
     assert _tenants(again) == {"a1": "acme"}
     assert tuple(rag.sync()) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("strategy", ["bridge", "umg"])
+def test_a_delete_by_a_tenants_id_leaves_a_chunk_rewritten_for_the_other_tenant(strategy: str) -> None:
+    """``report.pdf#<acme>`` names acme's document: globex's chunk under a reused id is not of it."""
+    from core.strategies.bridge import BridgeRAG
+
+    store = ChunkStore.ephemeral(unique_name("umg-del-suffixed-reuse"))
+    zeta = "Globex: Project Zeta price is $41M."
+    _app_adds(store, ["a1", "a2", "g1"], [*FALCON, zeta], [ACME, ACME, GLOBEX])
+    extractor = RuleBasedEntityExtractor()
+    if strategy == "bridge":
+        rag: Any = BridgeRAG.from_store(
+            store, embedder=wiring_embedder(), entity_extractor=extractor, show_progress=False
+        )
+    else:
+        rag = _umg(store)
+    table = rag._table
+    acme = next(d for d, rows in table.doc_rows.items() if table.metadatas[rows[0]]["tenant"] == "acme")
+    rewritten = ["Globex: Zeta ships in June."]
+    vectors = wiring_embedder().embed_documents(rewritten)
+    store.collection.upsert(ids=["a2"], documents=rewritten, metadatas=[GLOBEX], embeddings=vectors)
+    assert rag.delete_documents([acme]) > 0
+    assert _tenants(store) == {"a2": "globex", "g1": "globex"}

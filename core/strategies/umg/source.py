@@ -147,6 +147,7 @@ _NAMES_PER_READ = 1000
 class Deleted(NamedTuple):
     """A whole document a delete takes out of the index, to take out of the collection too."""
 
+    id: str
     followed: Followed
     seen: Mapping[str, Any]
     """The metadata of one of its windows (all passed the delete's filter)."""
@@ -193,8 +194,7 @@ def delete_source_documents(
     gone = [
         cid
         for cid, docs in candidates.items()
-        if cid in chunks
-        and any(still_belongs(cid, chunks[cid][1], d.followed.name or "", flt, window=d.seen) for d in docs)
+        if cid in chunks and any(still_belongs(cid, chunks[cid][1], d.id, flt, window=d.seen) for d in docs)
     ]
     if gone:
         store.delete(gone)

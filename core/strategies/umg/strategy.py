@@ -45,7 +45,7 @@ from core.persist import (
     json_from_bytes,
     json_to_bytes,
 )
-from core.store import ChunkStore
+from core.store import SIBLING_TAG, ChunkStore
 from core.strategies.base import COMMON_PROVENANCE_KEYS
 from core.strategies.common import (
     CHUNK_KEYS,
@@ -346,9 +346,13 @@ class UMGRAG(IndexLifecycle):
             try:
                 self._source = self.store.made_beside()
             except ValueError as err:
+                made_beside = isinstance((self.store.collection.metadata or {}).get(SIBLING_TAG), str)
                 raise ValueError(
-                    f"{err}; a UMG-RAG index follows the collection it was built from only when its "
-                    "windows are in the collection bridge-rag made beside it (no units_store=)"
+                    f"{err}; the collection this UMG-RAG index follows no longer exists: rebuild the "
+                    "index over the collection the app uses now"
+                    if made_beside
+                    else f"{err}; a UMG-RAG index follows the collection it was built from only when "
+                    "its windows are in the collection bridge-rag made beside it (no units_store=)"
                 ) from err
         return self._source
 
@@ -386,7 +390,7 @@ class UMGRAG(IndexLifecycle):
         with self._lock:
             gone, doc_rows = set(rows), self._table.doc_rows
             whole = [
-                Deleted(followed, self._table.metadatas[doc_rows[name][0]])
+                Deleted(name, followed, self._table.metadatas[doc_rows[name][0]])
                 for name, followed in (self._followed or {}).items()
                 if name in doc_rows and gone.issuperset(doc_rows[name])
             ]
