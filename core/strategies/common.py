@@ -503,12 +503,15 @@ def doc_id_of(item_id: str, metadata: Mapping[str, Any] | None) -> str:
     """The document a stored item belongs to.
 
     The first of its ``doc_id``, ``source``, ``ref_doc_id`` and ``document_id`` metadata,
-    else the item's own id.
+    else the item's own id. A node LlamaIndex stored without a source document carries the
+    text ``"None"`` under those keys: that names nothing (each such node is its own document).
     """
     meta = metadata or {}
+    node = any(key in meta for key in FRAMEWORK_KEYS)
     for key in DOCUMENT_NAME_KEYS:
-        if isinstance(meta.get(key), str | int):
-            return str(meta[key])
+        value = meta.get(key)
+        if isinstance(value, str | int) and not (node and value == "None"):
+            return str(value)
     return item_id
 
 

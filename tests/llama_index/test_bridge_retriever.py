@@ -505,3 +505,26 @@ def test_from_vector_store_errors(chroma_collection: Any, vector_index: VectorSt
         BridgeRetriever.from_vector_store(empty, embed_model=MockEmbedding(embed_dim=8), show_progress=False)
     with pytest.raises(TypeError, match=r"embedder= is not a setting .* as embed_model="):
         BridgeRetriever.from_vector_store(vector_index.vector_store, embedder=MockEmbedding(embed_dim=8))
+
+
+def test_nodes_stored_without_a_source_document_are_each_their_own_document() -> None:
+    """LlamaIndex stores such a node's ``doc_id`` / ``ref_doc_id`` as the text "None": no name."""
+    from core.entities import RuleBasedEntityExtractor
+
+    collection = chromadb.EphemeralClient().get_or_create_collection(f"bare-{uuid.uuid4().hex[:8]}")
+    store = ChromaVectorStore(chroma_collection=collection)
+    embed = MockEmbedding(embed_dim=8)
+    nodes = [
+        TextNode(text="Falcon launches in May. Acme builds Falcon in Ohio.", id_="node0"),
+        TextNode(text="Zeta ships in June. Globex builds Zeta in Texas.", id_="node1"),
+    ]
+    VectorStoreIndex(
+        nodes, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed
+    )
+    assert collection.get(ids=["node0"])["metadatas"][0]["ref_doc_id"] == "None"  # as LlamaIndex writes it
+    retriever = BridgeRetriever.from_vector_store(
+        store, embed_model=embed, entity_extractor=RuleBasedEntityExtractor(), show_progress=False
+    )
+    assert sorted(retriever.strategy.chunk_table.doc_rows) == ["node0", "node1"]
+    assert retriever.delete_ref_doc("node0") == 1
+    assert collection.get()["ids"] == ["node1"]
