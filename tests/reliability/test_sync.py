@@ -107,10 +107,7 @@ def test_a_tenants_delete_leaves_a_chunk_the_app_rewrote_for_another_tenant(stra
     acme = {"source": "report.pdf", "tenant": "acme"}
     _app_adds(store, ["r1", "r2"], ["Falcon launches in May.", "Acme builds Falcon in Ohio."], [acme] * 2)
     if strategy == "bridge":
-        extractor = RuleBasedEntityExtractor()
-        rag: Any = BridgeRAG.from_store(
-            store, embedder=wiring_embedder(), entity_extractor=extractor, show_progress=False
-        )
+        rag: Any = _from_store(store)
     else:
         rag = BubbleRAG.from_store(
             store, embedder=wiring_embedder(), triple_extractor=spacy_triples(), show_progress=False
@@ -131,15 +128,9 @@ def test_a_tenants_delete_leaves_a_chunk_the_app_rewrote_for_another_tenant(stra
 
 def test_a_delete_leaves_a_chunk_the_app_gave_to_another_document_since() -> None:
     store = ChunkStore.ephemeral(unique_name("sync-other-doc"))
-    _app_adds(
-        store,
-        ["r1", "r2"],
-        ["Falcon launches in May.", "Acme builds Falcon in Ohio."],
-        [{"source": "a.md"}] * 2,
-    )
-    rag = BridgeRAG.from_store(
-        store, embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor(), show_progress=False
-    )
+    falcon = ["Falcon launches in May.", "Acme builds Falcon in Ohio."]
+    _app_adds(store, ["r1", "r2"], falcon, [{"source": "a.md"}] * 2)
+    rag = _from_store(store)
     _app_adds(store, ["n1"], ["Notes on the Zeta launch."], [{"source": "notes.md"}])
     store.collection.upsert(  # the app reuses r2 for notes.md, not yet synced
         ids=["r2"],
@@ -160,9 +151,7 @@ def test_a_filtered_delete_always_deletes_a_chunk_chroma_holds_as_indexed(
 
     store = ChunkStore.ephemeral(unique_name("sync-as-indexed"))
     _app_adds(store, ["r1"], ["Falcon launches in May."], [{"source": "report.pdf", "tenant": "acme"}])
-    rag = BridgeRAG.from_store(
-        store, embedder=wiring_embedder(), entity_extractor=RuleBasedEntityExtractor(), show_progress=False
-    )
+    rag = _from_store(store)
     monkeypatch.setattr(lifecycle, "still_belongs", lambda *a, **k: False)  # a recheck that says no
     assert rag.delete_documents(["report.pdf"], filter={"tenant": "acme"}) == 1
     assert store.get(include_embeddings=False).ids == []
