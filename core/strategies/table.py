@@ -228,10 +228,16 @@ class ChunkTable:
             }
             if shared:
                 name, docs = next(iter(shared.items()))
+                plain = (
+                    f" ({name!r} is both a document's id and their shared name, so that one is named by "
+                    "a filter)"
+                    if name in docs
+                    else ""
+                )
                 raise ValueError(
                     f"{len(docs)} documents carry the name {name!r} (their other metadata differ: "
                     f"{', '.join(sorted(docs))}); delete one by its id, or pass filter=... (e.g. "
-                    "the tenant's) to delete only the chunks that pass it"
+                    f"the tenant's) to delete only the chunks that pass it{plain}"
                 )
         rows = self.rows_of({d for ds in by_name.values() for d in ds})
         return [r for r in rows if mask[r]] if flt is not None else rows
