@@ -612,7 +612,7 @@ class ChunkStore:
             BuildInProgressError: ``replace`` and another build is writing the collection.
         """
         _check_collection_name(collection_name)
-        client = self.client if self.client is not None else _client_of(self.collection)
+        client = self._reachable_client()
         if client is None:
             raise ValueError(
                 f"cannot open a collection beside {self.name!r}: its Chroma client is unknown; "
@@ -647,15 +647,13 @@ class ChunkStore:
                 unknown, or the other collection no longer exists.
         """
         name = (self.collection.metadata or {}).get(SIBLING_TAG)
-        client = self.client if self.client is not None else _client_of(self.collection)
+        client = self._reachable_client()
         if not isinstance(name, str) or client is None:
             raise ValueError(
                 f"the collection {self.name!r} was not made by bridge-rag beside another one, so the "
                 "collection it was built from is unknown"
             )
-        store = ChunkStore._open(client, name, create=False, hnsw=None, location=self.location)
-        store._owns_client = False
-        return store
+        return self._existing(client, name)
 
     def current(self) -> ChunkStore | None:
         """This store, or the collection of its name that the app made anew since; None: gone.
@@ -669,12 +667,24 @@ class ChunkStore:
             self.collection.count()
             return self
         except NotFoundError:
-            client = self.client if self.client is not None else _client_of(self.collection)
+            client = self._reachable_client()
             if client is None or _find_collection(client, self.name) is None:
                 return None
-            store = ChunkStore._open(client, self.name, create=False, hnsw=None, location=self.location)
-            store._owns_client = False
-            return store
+            return self._existing(client, self.name)
+
+    def _reachable_client(self) -> Any:
+        """The Chroma client behind this store (its own, or its collection's); None: unknown."""
+        return self.client if self.client is not None else _client_of(self.collection)
+
+    def _existing(self, client: Any, name: str) -> ChunkStore:
+        """Another existing collection of ``client``, which stays this store's (never closed by it).
+
+        Raises:
+            ValueError: There is no collection ``name``.
+        """
+        store = ChunkStore._open(client, name, create=False, hnsw=None, location=self.location)
+        store._owns_client = False
+        return store
 
     def _check_sibling(self, collection: Any) -> None:
         """Refuses a collection that bridge-rag did not make beside this store."""
