@@ -409,7 +409,7 @@ class UMGRAG(IndexLifecycle):
                 source = None  # no collection to follow: no sync can bring them back either
             if source is not None:
                 delete_source_documents(source, whole, flt)
-        super()._delete_rows(rows, flt)
+        self._drop_rows(rows, from_store=True)  # the windows are UMG's own: no app rewrites them
 
     def _current_source(self) -> ChunkStore | None:
         """The collection this index follows as it is now (the app may have made it anew); None: gone.
@@ -1064,12 +1064,6 @@ def _windows_beside(
         return None, store
 
 
-def _a_list(value: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise TypeError(f"expected a list, got {type(value).__name__}")
-    return value
-
-
 def _followed(files: Mapping[str, FileData]) -> dict[str, Followed] | None:
     """What a saved index records of the collection's documents (None: not built from one).
 
@@ -1079,25 +1073,32 @@ def _followed(files: Mapping[str, FileData]) -> dict[str, Followed] | None:
     if "source_documents.json" in files:
         data = json_from_bytes(files["source_documents.json"])
         try:
-            followed = {
-                str(name): Followed(d["signature"], d["name"], tuple(_a_list(d["chunks"])))
-                for name, d in data.items()
-            }
+            return {str(name): _record(d) for name, d in data.items()}
         except (AttributeError, KeyError, TypeError) as err:
             raise ValueError("the index's source_documents.json is malformed; rebuild the index") from err
-        texts = [t for d in followed.values() for t in (d.signature, *d.chunks)]
-        names = [d.name for d in followed.values()]  # None: an older record, kept until a sync renews it
-        if not all(isinstance(t, str) for t in texts) or not all(
-            n is None or isinstance(n, str) for n in names
-        ):
-            raise ValueError("the index's source_documents.json is malformed; rebuild the index")
-        return followed
     if "source_signatures.json" in files:
         data = json_from_bytes(files["source_signatures.json"])
         if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
             raise ValueError("the index's source_signatures.json is malformed; rebuild the index")
         return {str(name): Followed(sig) for name, sig in data.items()}
     return None
+
+
+def _record(data: Any) -> Followed:
+    """One saved :class:`Followed` (its name None: an older record, kept until a sync renews it).
+
+    Raises:
+        KeyError, TypeError: A field is missing or of the wrong type.
+    """
+    signature, name, chunks = data["signature"], data["name"], data["chunks"]
+    if not (
+        isinstance(signature, str)
+        and (name is None or isinstance(name, str))
+        and isinstance(chunks, list)
+        and all(isinstance(c, str) for c in chunks)
+    ):
+        raise TypeError("a field is of the wrong type")
+    return Followed(signature, name, tuple(chunks))
 
 
 def _as_splade(value: SpladeExpert | str | os.PathLike[str] | bool | None) -> SpladeExpert | None:
