@@ -531,11 +531,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--documents",
-        choices=["passages", "grouped"],
+        choices=["passages", "grouped", "own"],
         default="passages",
         help="passages = each passage its own document (default); grouped = the shuffled passages as the "
         "consecutive sections of long documents (--sections each, source = the document; needs --titles "
-        "text or none); gold stays the passage id, a unit counting for the passages it contains",
+        "text or none); own = a corpus of documents (reports: lines with document and position) read as "
+        "its documents, each whole, the default for such a corpus; gold stays the passage id, a unit "
+        "counting for the passages it contains",
     )
     bench.add_argument(
         "--sections", type=int, default=20, help="--documents grouped: passages per document (default 20)"

@@ -2,10 +2,14 @@
 
 Datasets use the plain format of ``shared/data`` (see its README): ``corpus.jsonl`` with
 ``{"id", "title", "text"}`` per line and ``questions.jsonl`` with ``{"id", "question",
-"answer", "answer_aliases", "supporting_ids"}``. Each passage is indexed as its own document
-(``title``, a newline, then ``text``; the title is also kept as metadata), in a shuffled
-order with a fixed seed: the files list passages in question order, which would otherwise leak answers to any
-structure that uses order.
+"answer", "answer_aliases", "supporting_ids"}`` (and optionally ``type`` and ``documents``).
+Each passage is indexed as its own document (``title``, a newline, then ``text``; the title
+is also kept as metadata), in a shuffled order with a fixed seed: the files list passages in
+question order, which would otherwise leak answers to any structure that uses order.
+
+A corpus of long documents (``{"id", "document", "position", "text"}`` per line, no title:
+the paragraphs of reports) is read as those documents, each one's paragraphs in
+``position`` order (:func:`core.evaluation.shapes.shaped_documents`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import numpy as np
 from core.types import Document, Retrieved
 
 __all__ = [
+    "MULTI_DOCUMENT",
     "Dataset",
     "Question",
     "RunResult",
@@ -37,6 +42,8 @@ __all__ = [
     "markdown_table",
     "normalize_answer",
     "passage_recall",
+    "question_groups",
+    "recall_by_group",
     "run_strategy",
     "summarize_runs",
 ]
@@ -51,15 +58,30 @@ class Question:
     answer: str
     aliases: tuple[str, ...]
     supporting_ids: tuple[str, ...]
+    type: str | None = None
+    documents: tuple[str, ...] = ()
 
 
 @dataclass
 class Dataset:
-    """A corpus and its questions."""
+    """A corpus and its questions.
+
+    Attributes:
+        name: The dataset's name (its folder, plus the questions file when not the default).
+        passages: ``{"id", "title", "text"}`` rows; a corpus of long documents has
+            ``{"id", "title": "", "text", "document"}`` rows instead, each document's in
+            paragraph order.
+        questions: The questions.
+    """
 
     name: str
     passages: list[dict[str, str]]
     questions: list[Question]
+
+    @property
+    def has_documents(self) -> bool:
+        """True when the passages are the paragraphs of long documents (they name their ``document``)."""
+        return bool(self.passages) and "document" in self.passages[0]
 
     def sample_questions(self, sample: int | None, seed: int = 0) -> list[Question]:
         """All questions, or a seeded sample of ``sample`` of them.
@@ -121,23 +143,57 @@ def _read_jsonl(path: Path, required: dict[str, type | tuple[type, ...]]) -> lis
 def load_passages(path: str | Path) -> list[dict[str, str]]:
     """Reads a ``corpus.jsonl``: one ``{"id", "title", "text"}`` passage per line.
 
+    A corpus of long documents has ``{"id", "document", "position", "text"}`` lines instead
+    (no title): each passage is a paragraph of ``document`` at ``position``.
+
     Args:
         path: The file.
 
     Returns:
-        The passages (only those three fields), in file order.
+        The passages (``id``, ``title``, ``text``; plus ``document`` for a corpus of
+        documents, whose ``title`` is empty), in file order, or, for a corpus of documents,
+        document by document (in the order each first appears) in ``position`` order.
 
     Raises:
         FileNotFoundError: The file is missing.
-        ValueError: A malformed line (the message names the file, line and field) or a
-            duplicate passage id.
+        ValueError: A malformed line (the message names the file, line and field), a
+            duplicate passage id, a corpus mixing both kinds of lines, or two paragraphs of
+            one document at one position.
     """
-    corpus = _read_jsonl(Path(path), {"id": str, "title": str, "text": str})
-    ids = [p["id"] for p in corpus]
+    rows = _read_jsonl(Path(path), {"id": str, "text": str})
+    documents = "document" in rows[0]
+    fields: dict[str, type | tuple[type, ...]] = (
+        {"document": str, "position": int} if documents else {"title": str}
+    )
+    for row in rows:
+        for key, typ in fields.items():
+            if key not in row:
+                kind = "a document's paragraph" if documents else "a titled passage"
+                raise ValueError(
+                    f"{path}:{row['_line']}: missing field {key!r} (the first line is {kind}; "
+                    "a corpus holds one kind of line)"
+                )
+            if not isinstance(row[key], typ) or isinstance(row[key], bool):
+                raise ValueError(
+                    f"{path}:{row['_line']}: field {key!r} has the wrong type ({type(row[key]).__name__})"
+                )
+    ids = [p["id"] for p in rows]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise ValueError(f"{path}: duplicate passage id {dup!r}")
-    return [{"id": p["id"], "title": p["title"], "text": p["text"]} for p in corpus]
+    if not documents:
+        return [{"id": p["id"], "title": p["title"], "text": p["text"]} for p in rows]
+    by_doc: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_doc.setdefault(row["document"], []).append(row)
+    out = []
+    for doc, paragraphs in by_doc.items():
+        positions = [p["position"] for p in paragraphs]
+        if len(set(positions)) != len(positions):
+            raise ValueError(f"{path}: document {doc!r} has two paragraphs at one position")
+        for p in sorted(paragraphs, key=lambda p: p["position"]):
+            out.append({"id": p["id"], "title": "", "text": p["text"], "document": doc})
+    return out
 
 
 def load_dataset(directory: str | Path, questions_file: str | Path = "questions.jsonl") -> Dataset:
@@ -177,6 +233,11 @@ def load_dataset(directory: str | Path, questions_file: str | Path = "questions.
         aliases = q.get("answer_aliases") or []
         if not isinstance(aliases, list):
             raise ValueError(f"{where}: field 'answer_aliases' must be a list")
+        qtype, docs = q.get("type"), q.get("documents") or []
+        if qtype is not None and not isinstance(qtype, str):
+            raise ValueError(f"{where}: field 'type' must be a string")
+        if not isinstance(docs, list):
+            raise ValueError(f"{where}: field 'documents' must be a list")
         questions.append(
             Question(
                 id=q["id"],
@@ -184,6 +245,8 @@ def load_dataset(directory: str | Path, questions_file: str | Path = "questions.
                 answer=str(q["answer"]),
                 aliases=tuple(str(a) for a in aliases),
                 supporting_ids=tuple(q["supporting_ids"]),
+                type=qtype,
+                documents=tuple(str(d) for d in docs),
             )
         )
     name = root.name if qpath.name == "questions.jsonl" else f"{root.name}/{qpath.stem}"
@@ -357,11 +420,55 @@ def summarize_runs(
         row[f"context_words@{answer_k}"] = float(
             np.mean([sum(len(x.text.split()) for x in r[:answer_k]) for r in run.results])
         )
+        by_group = recall_by_group(questions, run.results, answer_k, ids_of=ids_of)
+        if by_group:
+            row[f"recall@{answer_k}_by_type"] = by_group
         row.update(latency_summary(run))
         row["build_s"] = run.build_seconds
         row.update(run.extra)
         rows.append(row)
     return rows
+
+
+MULTI_DOCUMENT = "all multi-document"
+"""The group of :func:`recall_by_group` that holds every question whose gold lies in two
+documents or more (beside each question type)."""
+
+
+def question_groups(questions: Sequence[Question]) -> dict[str, list[int]]:
+    """The questions of each type, and of :data:`MULTI_DOCUMENT`, by index (empty: no types).
+
+    Groups are listed in order of first appearance; :data:`MULTI_DOCUMENT` (the questions
+    naming two or more gold ``documents``) comes last, when there are such questions.
+    """
+    groups: dict[str, list[int]] = {}
+    for i, q in enumerate(questions):
+        if q.type is not None:
+            groups.setdefault(q.type, []).append(i)
+    multi = [i for i, q in enumerate(questions) if len(set(q.documents)) >= 2]
+    if multi:
+        groups[MULTI_DOCUMENT] = multi
+    return groups
+
+
+def recall_by_group(
+    questions: Sequence[Question],
+    results: Sequence[Sequence[Retrieved]],
+    k: int,
+    *,
+    ids_of: Callable[[Sequence[Retrieved]], list[str]] = doc_ids_of,
+) -> dict[str, dict[str, float]]:
+    """Passage recall@k of each question group (:func:`question_groups`).
+
+    Returns:
+        Group -> ``{"questions": n, "recall": mean passage recall@k}`` (empty when the
+        questions carry no type).
+    """
+    out: dict[str, dict[str, float]] = {}
+    for name, members in question_groups(questions).items():
+        recalls = [passage_recall(questions[i], ids_of(results[i][:k])) for i in members]
+        out[name] = {"questions": float(len(members)), "recall": float(np.mean(recalls))}
+    return out
 
 
 def markdown_table(

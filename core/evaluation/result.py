@@ -133,7 +133,7 @@ class ComparisonResult:
     def summary(self) -> str:
         """The header line: data, corpus, seed, embedder and the shared corpus's build."""
         s = self.shared
-        docs = f" ({self.documents:,} documents)" if self.shape.documents == "grouped" else ""
+        docs = f" ({self.documents:,} documents)" if self.shape.documents != "passages" else ""
         return (
             f"{self.dataset}: {self.questions} questions, {self.passages:,} passages as {self.chunks:,} "
             f"chunks, {self.shape.label()}{docs}, indexed in shuffled order (seed {self.seed}); "
@@ -142,9 +142,32 @@ class ComparisonResult:
             f"Chroma write {s['seconds']['store']:.1f} s); {self.date}"
         )
 
+    def type_table(self) -> str:
+        """Passage recall@k of each question type (rows) for every strategy (columns); '' without types.
+
+        Beside each type, its number of questions; the last row groups every question whose
+        gold lies in two documents or more, when there are such questions.
+        """
+        key = f"recall@{self.k}_by_type"
+        rows = [r for r in self.rows if key in r]
+        if not rows:
+            return ""
+        groups = list(dict.fromkeys(g for r in rows for g in r[key]))
+        lines = [
+            f"| question type (R@{self.k}) | n | " + " | ".join(r["strategy"] for r in rows) + " |",
+            "|---|---:|" + "---:|" * len(rows),
+        ]
+        for g in groups:
+            n = next(int(r[key][g]["questions"]) for r in rows if g in r[key])
+            cells = [f"{100 * r[key][g]['recall']:.1f}" if g in r[key] else "-" for r in rows]
+            lines.append(f"| {g} | {n} | " + " | ".join(cells) + " |")
+        return "\n".join(lines)
+
     def report(self) -> str:
         """Summary, tables, legend and notices as markdown."""
         parts = [self.summary(), "", self.table()]
+        if self.type_table():
+            parts += ["", self.type_table()]
         if self.ragas_table():
             parts += ["", self.ragas_table()]
         parts += [

@@ -44,11 +44,12 @@ def variant_label(run: Mapping[str, Any]) -> str:
     titles = {"meta": "titles in metadata", "text": "title as first line", "none": "no titles"}[
         shape["titles"]
     ]
-    label = (
-        titles
-        if shape["documents"] == "passages"
-        else f"{shape.get('sections', 20)}-section documents, {titles}"
-    )
+    if shape["documents"] == "own":
+        label = f"its own documents, {titles}"
+    elif shape["documents"] == "passages":
+        label = titles
+    else:
+        label = f"{shape.get('sections', 20)}-section documents, {titles}"
     if "/" in str(run["dataset"]):
         label += f", {str(run['dataset']).split('/', 1)[1]} questions"
     return label

@@ -369,7 +369,8 @@ def run_suite(
         llm: Optional LLM for the RAGAS LLM metrics.
         show_progress: Show progress bars.
         notice: Where notices go (default: stderr).
-        shape: How the passages become documents (default the dev corpora's own shape).
+        shape: How the passages become documents (default the dev corpora's own shape; a
+            corpus of long documents is read as its documents).
 
     Returns:
         The figures.
@@ -392,7 +393,8 @@ def run_suite(
     if not variants:
         raise ValueError("none of the requested strategies can run here; see the notices above")
     questions = data.sample_questions(sample, seed)
-    shape = shape or CorpusShape()
+    if shape is None or (data.has_documents and shape.is_default):
+        shape = CorpusShape.of_documents() if data.has_documents else CorpusShape()
     docs, attribution = shaped_documents(data.passages, shape, seed)
     emb = EmbeddingCache(as_embedder(embedder))
     emb.inner.embed_documents(["warm-up"])  # load lazily initialised kernels before timing anything
@@ -465,6 +467,7 @@ def _fill_rows(
         result.per_question[name] = [
             {
                 "question_id": q.id,
+                **({"type": q.type} if q.type is not None else {}),
                 "doc_ids": ids_of(res[:k]),
                 "passage_recall": passage_recall(q, ids_of(res[:k])),
                 "answer_found": answer_found(q, [r.text for r in res[:k]]),

@@ -11,7 +11,10 @@ these shapes so that a benchmark can measure whether a method's gains survive th
 - ``documents``: ``passages`` (each passage its own document) or ``grouped`` (the shuffled
   passages stored as the consecutive sections of long documents, ``sections`` each, with
   ``metadata["source"]`` naming the document, so a document's name no longer names each
-  section's subject; a section starts with its heading line under ``--titles text``).
+  section's subject; a section starts with its heading line under ``--titles text``), or
+  ``own`` for a corpus that is already long documents (reports: each passage a paragraph
+  of its ``document``): each document's paragraphs joined in order, blank line between,
+  as a user's loader hands a file over, ``metadata["source"]`` its name, no title.
 
 Gold stays the passage id. With grouped documents a retrieved unit (a chunk, a window)
 counts for the passages it contains (:class:`PassageAttribution`): a passage counts when at
@@ -32,9 +35,9 @@ from core.types import Document, Retrieved
 __all__ = ["CorpusShape", "PassageAttribution", "shaped_documents"]
 
 TitlePlacement = Literal["meta", "text", "none"]
-Grouping = Literal["passages", "grouped"]
+Grouping = Literal["passages", "grouped", "own"]
 TITLE_PLACEMENTS: tuple[TitlePlacement, ...] = ("meta", "text", "none")
-GROUPINGS: tuple[Grouping, ...] = ("passages", "grouped")
+GROUPINGS: tuple[Grouping, ...] = ("passages", "grouped", "own")
 
 
 @dataclass(frozen=True)
@@ -44,8 +47,9 @@ class CorpusShape:
     Attributes:
         titles: Where a passage's title goes: ``meta`` (metadata and first line of the text),
             ``text`` (first line only) or ``none``.
-        documents: ``passages`` (one document each) or ``grouped`` (``sections`` consecutive
-            passages of the shuffled corpus as the sections of one document).
+        documents: ``passages`` (one document each), ``grouped`` (``sections`` consecutive
+            passages of the shuffled corpus as the sections of one document) or ``own`` (a
+            corpus of documents, :meth:`of_documents`: each of its documents as one).
         sections: Passages per grouped document.
     """
 
@@ -65,6 +69,13 @@ class CorpusShape:
                 "a grouped document has no single title to put in its metadata; "
                 "use titles 'text' (each section starts with its heading) or 'none'"
             )
+        if self.documents == "own" and self.titles != "none":
+            raise ValueError("a corpus of documents has no titles; use titles 'none' with documents 'own'")
+
+    @classmethod
+    def of_documents(cls) -> CorpusShape:
+        """The shape of a corpus of long documents: each one whole, no titles."""
+        return cls(titles="none", documents="own")
 
     @property
     def is_default(self) -> bool:
@@ -77,6 +88,8 @@ class CorpusShape:
 
     def label(self) -> str:
         """A short description, e.g. ``titles removed, 20-section documents``."""
+        if self.documents == "own":
+            return "each document whole (its paragraphs in order), no titles"
         grouped = f"{self.sections}-section documents"
         docs = "one document per passage" if self.documents == "passages" else grouped
         where = {"meta": "in metadata and text", "text": "in the first line only", "none": "removed"}
@@ -141,7 +154,21 @@ def shaped_documents(
 
     Returns:
         The documents and the attribution of retrieved units to passage ids.
+
+    Raises:
+        ValueError: ``own`` documents asked of passages that name no document, or the
+            passages of a corpus of documents asked as another shape.
     """
+    named = bool(passages) and all("document" in p for p in passages)
+    if (shape.documents == "own") != named:
+        raise ValueError(
+            "this corpus is long documents (its passages name their document): read it with "
+            "documents 'own' and titles 'none'"
+            if named
+            else "documents 'own' needs a corpus whose passages name their document"
+        )
+    if shape.documents == "own":
+        return _own_documents(passages, seed)
     order = list(passages)
     random.Random(seed).shuffle(order)
     body = shape.passage_text
@@ -163,3 +190,18 @@ def shaped_documents(
         sections[doc_id] = parts
         docs.append(Document(text="\n\n".join(t for _, t in parts), id=doc_id, metadata={"source": doc_id}))
     return docs, PassageAttribution(sections)
+
+
+def _own_documents(
+    passages: Sequence[Mapping[str, str]], seed: int
+) -> tuple[list[Document], PassageAttribution]:
+    """Each document of a corpus of documents as one, its paragraphs in order; the documents shuffled."""
+    sections: dict[str, list[tuple[str, str]]] = {}
+    for p in passages:  # already in paragraph order (load_passages)
+        sections.setdefault(p["document"], []).append((p["id"], p["text"]))
+    names = list(sections)
+    random.Random(seed).shuffle(names)
+    docs = [
+        Document(text="\n\n".join(t for _, t in sections[n]), id=n, metadata={"source": n}) for n in names
+    ]
+    return docs, PassageAttribution({n: sections[n] for n in names})
