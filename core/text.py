@@ -14,6 +14,7 @@ __all__ = [
     "chunk_document",
     "heading_text",
     "is_heading_line",
+    "is_value_phrase",
     "longest_names",
     "make_doc_id",
     "normalize_entity",
@@ -403,6 +404,60 @@ def normalize_entity(name: str) -> str:
 
 
 _PARENTHETICAL = re.compile(r"\s*\([^()]*\)\s*$")
+
+#: Words that carry a value (spaCy's DATE, TIME, MONEY, PERCENT, QUANTITY, ORDINAL and
+#: CARDINAL kinds): calendar words, units of time and amount, spelled numbers and ordinals.
+_VALUE_WORDS = frozenset(
+    {
+        "january", "february", "march", "april", "may", "june", "july", "august", "september",
+        "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
+        "sept", "oct", "nov", "dec", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
+        "sunday", "year", "years", "yearly", "quarter", "quarters", "quarterly", "month", "months",
+        "monthly", "week", "weeks", "weekly", "day", "days", "daily", "decade", "decades", "century",
+        "centuries", "annual", "annually", "fiscal", "fy", "q1", "q2", "q3", "q4", "h1", "h2", "am",
+        "pm", "today", "yesterday", "tomorrow", "morning", "afternoon", "evening", "night", "noon",
+        "midnight", "hour", "hours", "minute", "minutes", "second", "seconds", "percent", "percentage",
+        "per", "cent", "pct", "million", "millions", "billion", "billions", "trillion", "trillions",
+        "thousand", "thousands", "hundred", "hundreds", "dozen", "dozens", "dollar", "dollars", "usd",
+        "eur", "euro", "euros", "pound", "pounds", "gbp", "yen", "cents", "bn", "mn", "kg", "km",
+        "mile", "miles", "meter", "meters", "metre", "metres", "ton", "tons", "tonne", "tonnes", "one",
+        "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+        "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety", "first",
+        "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "last", "half"
+    }
+)  # fmt: skip
+#: Words that may stand beside values in a value phrase ("throughout July 2017", "end of 2019").
+_VALUE_LINKS = frozenset(
+    {
+        "a", "an", "the", "of", "in", "on", "at", "by", "to", "from", "and", "or", "for", "throughout",
+        "during", "since", "until", "till", "between", "early", "late", "mid", "end", "beginning",
+        "start", "around", "about", "approximately", "over", "under", "nearly", "almost", "next",
+        "this", "that", "each", "every", "fy"
+    }
+)  # fmt: skip
+_NUMBER = re.compile(r"[$\u20ac\u00a3]?\d[\d.,]*(?:st|nd|rd|th|s|m|k|bn|mn)?%?")
+
+
+def is_value_phrase(name: str) -> bool:
+    """True for a name that only states a value: a date, a time, an amount, a number or an ordinal.
+
+    Such names (``"March 2017"``, ``"throughout 2018"``, ``"$50 million"``, ``"Q3"``, ``"the
+    first"``) are what many documents share: they constrain a passage (its words still count as
+    words) but never name a thing to walk to. The test is on the words: every one is a number,
+    a calendar or unit word, a spelled number or ordinal, or a connector such as ``in`` or
+    ``throughout``, and at least one is not a connector.
+
+    Args:
+        name: A name (raw or normalised).
+    """
+    words = _normalize(name).split()
+    valued = False
+    for w in words:
+        if _NUMBER.fullmatch(w) or w in _VALUE_WORDS:
+            valued = True
+        elif w not in _VALUE_LINKS:
+            return False
+    return valued
 
 
 def title_entities(title: str) -> list[str]:

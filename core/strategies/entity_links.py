@@ -53,7 +53,7 @@ import numpy.typing as npt
 
 from core.persist import FileData, array_to_bytes, array_view, json_from_bytes, json_to_bytes
 from core.strategies.base import check_same_lengths
-from core.text import longest_names, normalize_entity, query_ngrams, title_entities
+from core.text import is_value_phrase, longest_names, normalize_entity, query_ngrams, title_entities
 
 __all__ = [
     "CONFIDENT_Z",
@@ -61,8 +61,11 @@ __all__ = [
     "HopConfig",
     "Reached",
     "confident_head",
+    "confident_units",
+    "cover_named",
     "hop_provenance",
     "is_nameable",
+    "keep_confident",
     "keep_confident_head",
     "links_files",
     "links_from_files",
@@ -108,10 +111,11 @@ class HopConfig:
             of the units that mention it (those naming it, by cosine) get ``link_bonus`` times
             the name's specificity, so a corpus without titles still carries the first hop
             (0 = only ``mention_bonus``).
-        common_share: A name that more than this share of the units use in their text (and
-            more than ``mention_max_df`` units) is a common word of the corpus, never followed
-            however few units are about it ("born" in a corpus of biographies): the corpus,
-            not a stop-list, says which words name nothing.
+        common_share: A name that more documents use in their text than this share of the
+            units (and more than ``mention_max_df``) is a common word of the corpus, never
+            followed however few units are about it ("born" in a corpus of biographies): the
+            corpus, not a stop-list, says which words name nothing. Documents are counted, so
+            a long report that names its company in every chunk does not make the name common.
     """
 
     link_hops: int = 4
@@ -126,6 +130,7 @@ class HopConfig:
     about_per_document: int = 1
     mention_follow: int = 1
     common_share: float = 0.01
+    leave_home: bool = True
 
     def hop_checks(self) -> list[tuple[str, bool]]:
         """Range checks of the hop settings, as a strategy config's ``checks()`` lists them."""
@@ -234,14 +239,20 @@ def _inverted(units: Ragged, n_entities: int, *, dedupe_with: Ragged | None = No
     return Ragged(indptr, unit_of)
 
 
-def _groups_per_entity(about: Ragged, group: IntArray, n_entities: int) -> list[int]:
-    """Distinct groups (documents) among each entity's units, computed with numpy."""
-    indptr, indices = about.to_arrays()
+def _groups_per_entity(
+    lists: Ragged, group: IntArray, n_entities: int, *, by_unit: bool = False
+) -> list[int]:
+    """Distinct groups (documents) among each entity's units, computed with numpy.
+
+    ``lists`` are entity -> units lists, or, ``by_unit``, unit -> entities lists.
+    """
+    indptr, indices = lists.to_arrays()
     if not indices.size:
         return [0] * n_entities
     owner = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))
+    entity, unit = (indices, owner) if by_unit else (owner, indices)
     n_groups = int(group.max()) + 1 if group.size else 1
-    pairs = np.unique(owner * n_groups + group[indices])
+    pairs = np.unique(entity * n_groups + group[unit])
     counts: list[int] = np.bincount(pairs // n_groups, minlength=n_entities).tolist()
     return counts
 
@@ -262,6 +273,7 @@ class EntityLinks:
         self._unit_entities = Ragged()  # unit -> its NER entities
         self._named = Ragged()  # unit -> every entity it names (NER + names in its text)
         self._named_count: list[int] = []  # entity -> units naming it
+        self._named_docs: list[int] = []  # entity -> documents (groups) naming it
         self._unit_group = np.zeros(0, dtype=np.int64)  # unit -> its document (a group number)
         self._about_groups: list[int] = []  # entity -> documents about it
         self._dead = 0  # units deleted (their lists emptied): not counted in how common a name is
@@ -286,6 +298,7 @@ class EntityLinks:
             self._mentions.append([])
             self._about_groups.append(0)
             self._named_count.append(0)
+            self._named_docs.append(0)
         return e
 
     def _register(self, about: list[int], ents: list[int], group: int, seen: set[tuple[int, int]]) -> None:
@@ -356,12 +369,17 @@ class EntityLinks:
             ]
             self._register(about_ids, ents, group, seen)
         self._unit_group = np.concatenate([self._unit_group, new_groups])
+        named_in: set[tuple[int, int]] = set()
         for unit, text in enumerate(texts, start=first):
             grams = [self.vocab[g] for g in longest_names(text, self._known, max_ngram)]
             named = list(dict.fromkeys([*self._unit_entities[unit], *grams]))
             self._named.append(named)
+            group = int(new_groups[unit - first])
             for e in named:
                 self._named_count[e] += 1
+                if (e, group) not in named_in:
+                    named_in.add((e, group))
+                    self._named_docs[e] += 1
 
     # ------------------------------------------------------------------ persistence
     def to_arrays(self) -> tuple[list[str], dict[str, IntArray]]:
@@ -473,6 +491,7 @@ class EntityLinks:
         links._dead = int(dead[0])
         links._about_groups = _groups_per_entity(links._about, group, len(names))
         links._named_count = np.bincount(links._named.to_arrays()[1], minlength=len(names)).tolist()
+        links._named_docs = _groups_per_entity(links._named, group, len(names), by_unit=True)
         return links
 
     # ------------------------------------------------------------------ querying
@@ -499,6 +518,36 @@ class EntityLinks:
     def live(self, entities: Iterable[int], alive: npt.NDArray[np.bool_]) -> list[int]:
         """The entities that still link a live unit (about it or mentioned by it)."""
         return [e for e in entities if any(alive[u] for u in (*self._about[e], *self._mentions[e]))]
+
+    def subject_units(
+        self, linked: Sequence[int], alive: npt.NDArray[np.bool_], config: HopConfig
+    ) -> dict[str, list[int]]:
+        """The live units about each of the query's names that is a subject (for :func:`cover_named`).
+
+        A name counts when no more than ``link_max_df`` documents are about it (a subject,
+        not a word every document shares) and it is no common word of the corpus (as
+        :meth:`propagate` judges it); names whose units are another's (a name and its short
+        form) count once.
+
+        Args:
+            linked: The query's entities (:meth:`link`).
+            alive: Live mask over the units.
+            config: The walk's frequency limits.
+
+        Returns:
+            Name -> its live units (ascending), in the order of ``linked``.
+        """
+        common_use = max(config.mention_max_df, config.common_share * max(2, self.num_live_units))
+        out: dict[str, list[int]] = {}
+        seen: set[tuple[int, ...]] = set()
+        for e in linked:
+            if not 0 < self._about_groups[e] <= config.link_max_df or self._named_docs[e] > common_use:
+                continue
+            units = tuple(u for u in self._about[e] if u < alive.shape[0] and alive[u])
+            if units and units not in seen:
+                seen.add(units)
+                out[self.names[e]] = list(units)
+        return out
 
     def named_by(self, unit: int) -> list[int]:
         """The entities a unit names: its extracted ones and the entity names in its text."""
@@ -572,7 +621,7 @@ class EntityLinks:
             entities: Iterable[int], about_bonus: float, gained: dict[int, tuple[float, str]], skip: int
         ) -> None:
             for e in entities:
-                if self._named_count[e] > common_use:  # a word most texts use names nothing
+                if self._named_docs[e] > common_use:  # a word most documents use names nothing
                     continue
                 about: list[int] = []
                 if 0 < self._about_groups[e] <= config.link_max_df:
@@ -610,7 +659,11 @@ class EntityLinks:
                     key=lambda u: (-(cos[u] + (reached[u].bonus if u in reached else 0.0)), u),
                 )
                 for s in ranked:
-                    follow(self.named_by(s), config.hop_bonus, gained, s)
+                    if config.leave_home:  # a seed's own subject leads back to where the walk is
+                        own = set(self._unit_about[s])
+                        follow([e for e in self.named_by(s) if e not in own], config.hop_bonus, gained, s)
+                    else:
+                        follow(self.named_by(s), config.hop_bonus, gained, s)
             for u, (w, name) in gained.items():  # one bonus per hop, however many seeds reach a unit
                 r = reached.get(u)
                 if r is None:
@@ -647,14 +700,63 @@ def confident_head(dense: Sequence[tuple[int, float]], *, z: float = CONFIDENT_Z
     return dense[0][0] if spread > 0 and (scores[0] - scores.mean()) / spread >= z else None
 
 
+def confident_units(direct: Sequence[tuple[int, float]], *, z: float = CONFIDENT_Z) -> list[int]:
+    """The units a direct list is confident about: those standing out of it, best first.
+
+    Confident: a unit's score stands ``z`` standard deviations above the mean of the list
+    (of at least 5 hits, best first). The list is a strategy's direct ranking (cosine plus
+    lexical evidence, :class:`core.strategies.direct.DirectEvidence`) or a dense list.
+    """
+    if len(direct) < 5 or not math.isfinite(z):
+        return []
+    scores = np.asarray([s for _, s in direct], dtype=np.float64)
+    spread = float(scores.std())
+    if spread <= 0:
+        return []
+    mean = float(scores.mean())
+    return [u for u, s in direct if (s - mean) / spread >= z]
+
+
+def keep_confident(order: Sequence[int], confident: Sequence[int], k: int) -> list[int]:
+    """The first ``k`` of ``order``, with every confident direct match kept.
+
+    A hop may displace a directly matching unit only on evidence that outweighs the match:
+    the units the direct list is confident about (:func:`confident_units`) may move down but
+    not out of the top ``k``. One that fell below takes the place of the lowest-ranked unit
+    that is not confident, at the end (none is dropped for it when all ``k`` are confident).
+
+    Args:
+        order: The strategy's ranking (unit ids, best first).
+        confident: The confident direct matches, best first.
+        k: Results kept.
+
+    Returns:
+        The kept unit ids, best first.
+    """
+    top = list(order[:k])
+    sure = set(confident)
+    for unit in confident:
+        if unit in top:
+            continue
+        if len(top) < k:
+            top.append(unit)
+            continue
+        spare = next((j for j in range(len(top) - 1, -1, -1) if top[j] not in sure), None)
+        if spare is None:
+            break
+        del top[spare]
+        top.append(unit)
+    return top
+
+
 def keep_confident_head(
     order: Sequence[int], dense: Sequence[tuple[int, float]], k: int, *, z: float = CONFIDENT_Z
 ) -> list[int]:
     """The first ``k`` of ``order``, with the dense list's best hit kept when it is confident.
 
-    Simple questions must not lose to multi-hop evidence: when the query's nearest unit
-    stands out of its dense list (:func:`confident_head`), the walk's ranking may move it
-    down but not out of the top ``k``: it takes the last place if it fell below.
+    The guard of :func:`keep_confident` for the dense list's best hit alone
+    (:func:`confident_head`): the walk's ranking may move it down but not out of the top
+    ``k``.
 
     Args:
         order: The strategy's ranking (unit ids, best first).
@@ -665,11 +767,48 @@ def keep_confident_head(
     Returns:
         The kept unit ids, best first.
     """
-    top = list(order[:k])
     head = confident_head(dense, z=z)
-    if head is None or head in top:
-        return top
-    return [*top[: k - 1], head] if len(top) == k else [*top, head]
+    return keep_confident(order, [] if head is None else [head], k)
+
+
+def cover_named(order: Sequence[int], groups: Iterable[Iterable[int]], k: int) -> list[int]:
+    """The first ``k`` of ``order`` reordered so that each named group is covered before any is twice.
+
+    A question that names several things (two companies, two films) needs evidence for each.
+    Going down ``order``, a unit whose every group already has a unit in the results (a
+    second unit of a covered thing) waits while a group with a unit further down has none:
+    that group's best unit comes first. Units of no group keep their places, and with fewer
+    than two groups nothing changes. The reordering holds for every prefix, so the top 5 of
+    a 10-result list are what a 5-result query returns.
+
+    Args:
+        order: The strategy's ranking (unit ids, best first): every candidate, not only k.
+        groups: The units of each thing the question names (:meth:`EntityLinks.subject_units`).
+        k: Results kept.
+
+    Returns:
+        The kept unit ids, best first.
+    """
+    sets = [set(g) for g in groups]
+    if len(sets) < 2 or k <= 0:
+        return list(order[:k])
+    member: dict[int, list[int]] = {}
+    for i, units in enumerate(sets):
+        for u in units:
+            member.setdefault(u, []).append(i)
+    remaining = list(dict.fromkeys(order))
+    open_groups = {i for i in range(len(sets)) if any(u in sets[i] for u in remaining)}
+    out: list[int] = []
+    while remaining and len(out) < k:
+        u = remaining[0]
+        mine = member.get(u)
+        if mine and open_groups and not (set(mine) & open_groups):
+            # a second unit of covered things: the best unit of an uncovered one goes first
+            u = next(v for v in remaining if set(member.get(v, ())) & open_groups)
+        remaining.remove(u)
+        out.append(u)
+        open_groups -= set(member.get(u, ()))
+    return out
 
 
 _ARRAYS = (
@@ -713,5 +852,10 @@ def links_from_files(files: Mapping[str, FileData]) -> EntityLinks:
 
 
 def is_nameable(name: str) -> bool:
-    """True for a name that is more than function words."""
-    return bool(name) and not all(w in _FUNCTION_WORDS for w in name.split())
+    """True for a name that is more than function words and more than a value.
+
+    A value (a date, an amount, a number: :func:`core.text.is_value_phrase`) is something many
+    passages share, a constraint on a passage rather than a thing it is about, so it is
+    never linked and never followed.
+    """
+    return bool(name) and not all(w in _FUNCTION_WORDS for w in name.split()) and not is_value_phrase(name)

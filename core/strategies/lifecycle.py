@@ -56,6 +56,7 @@ from core.strategies.common import (
     timed,
 )
 from core.strategies.config import StrategyConfig
+from core.strategies.direct import DirectConfig
 from core.strategies.entity_links import EntityLinks
 from core.strategies.follow import DEFAULT_REFRESH_INTERVAL, Follows
 from core.strategies.table import (
@@ -409,6 +410,8 @@ class IndexLifecycle(Follows):
         with ExitStack() as held:
             with self._gate().query():
                 held.enter_context(self._lock)
+                if isinstance(self.config, DirectConfig) and self.config.lexical_weight > 0:
+                    self._table.lexical()  # saved with the index: a loaded index needs no rebuild
                 files = {**self._table.to_files(), **self._index_files()}
                 meta = {
                     "config": self.config.to_dict(),

@@ -10,6 +10,8 @@ one machine share them, and a load reads no chunk from the store.
 Updates run under the strategy's write lock and replace the ``alive`` and ``matrix`` arrays
 instead of changing them in place; a query running meanwhile reads each array whole, old or
 new, but may see one array before the update and the other after it (the lists only grow).
+The table also keeps the lexical index of its live rows (:meth:`ChunkTable.lexical`: BM25),
+built anew after a change, the first time it is asked for.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ import numpy as np
 import numpy.typing as npt
 
 from core.filters import MetadataColumns, MetadataFilter
+from core.lexical import LexicalIndex
 from core.packed_strings import PackedJson, PackedStrings
-from core.persist import FileData
+from core.persist import FileData, array_from_bytes, array_to_bytes
 from core.store import ChunkStore, StoredChunks, sanitize_metadata
 from core.strategies.base import check_text
 from core.strategies.common import (
@@ -49,6 +52,8 @@ FloatMatrix = npt.NDArray[np.float32]
 
 #: File-name stem of the saved row texts and metadata (:meth:`ChunkTable.to_files`).
 _TEXTS, _METADATA = "row_texts", "row_metadata"
+#: File-name prefix of the saved lexical index, and the file of its rows.
+_LEXICAL, _LEXICAL_ROWS = "lexical.", "lexical_rows.npy"
 
 
 @dataclass
@@ -86,6 +91,8 @@ class ChunkTable:
         self.doc_rows: dict[str, list[int]] = {}
         self.id_to_row: dict[str, int] = {}
         self._columns = MetadataColumns(lambda: self.rows.metadatas)
+        # The lexical index and the live mask it was built for (a change replaces the mask).
+        self._lexical: tuple[npt.NDArray[np.bool_], LexicalIndex] | None = None
 
     # ------------------------------------------------------------------ reading
     def __len__(self) -> int:
@@ -136,6 +143,21 @@ class ChunkTable:
             return alive
         passing = self._columns.mask(flt)
         return alive & passing[: alive.shape[0]]
+
+    def lexical(self) -> LexicalIndex:
+        """BM25 over the live rows' texts (:class:`core.lexical.LexicalIndex`).
+
+        Built on first use after a change (every add or delete replaces :attr:`alive`, which
+        makes the index it was built for stale), so a deleted row's words leave it. Queries
+        side by side may each build it once; the index is published with one assignment, so
+        a query sees either the old or the whole new one.
+        """
+        alive = self.alive
+        cached = self._lexical
+        if cached is None or cached[0] is not alive:
+            cached = (alive, LexicalIndex.build(self.texts, np.flatnonzero(alive)))
+            self._lexical = cached
+        return cached[1]
 
     def rows_of(self, doc_ids: Iterable[str]) -> list[int]:
         """Live rows of the documents, sorted (unknown ids have none)."""
@@ -279,7 +301,12 @@ class ChunkTable:
             alive = self.alive.tolist()
             texts = [t if a else "" for t, a in zip(texts, alive, strict=True)]
             metadatas = [m if a else {} for m, a in zip(metadatas, alive, strict=True)]
-        return {**PackedStrings.to_files(texts, _TEXTS), **PackedJson.to_files(metadatas, _METADATA)}
+        files = {**PackedStrings.to_files(texts, _TEXTS), **PackedJson.to_files(metadatas, _METADATA)}
+        if self._lexical is not None:  # the lexical index, once a strategy uses it (of the live rows)
+            expert_files, rows = self.lexical().to_files()
+            files.update({f"{_LEXICAL}{name}": blob for name, blob in expert_files.items()})
+            files[_LEXICAL_ROWS] = array_to_bytes(rows)
+        return files
 
     def saved_matrix(self) -> FloatMatrix:
         """The embedding matrix to save: a deleted row's vector is zeros."""
@@ -324,6 +351,7 @@ class ChunkTable:
             except KeyError as exc:
                 raise ValueError(f"the index is missing {exc}; rebuild it") from exc
             table = cls._restore_rows(data, matrix, packed_texts, packed_meta)
+            table._restore_lexical(files)
             if store is not None and not store.is_deferred:
                 _check_store_holds(store, table, what)
             return table
@@ -341,6 +369,20 @@ class ChunkTable:
                         row_texts[lookup[cid]] = text or ""
                         metas[lookup[cid]] = dict(meta or {})
         return cls._restore_rows(data, matrix, PackedStrings(tail=row_texts), PackedJson().extended(metas))
+
+    def _restore_lexical(self, files: Mapping[str, FileData]) -> None:
+        """Takes the saved lexical index when it covers exactly the live rows (else it is built anew).
+
+        Raises:
+            ValueError: A malformed lexical index.
+        """
+        if _LEXICAL_ROWS not in files:
+            return  # saved before the table kept one, or by a strategy that uses none
+        rows = array_from_bytes(files[_LEXICAL_ROWS], dtype=np.int64, ndim=1)
+        if not np.array_equal(rows, np.flatnonzero(self.alive)):
+            raise ValueError("the lexical index disagrees with the live rows; rebuild the index")
+        expert = {n[len(_LEXICAL) :]: blob for n, blob in files.items() if n.startswith(_LEXICAL)}
+        self._lexical = (self.alive, LexicalIndex.from_files(expert, rows))
 
     @classmethod
     def _restore_rows(

@@ -37,6 +37,7 @@ PROVENANCE_KEYS = {
     "depth",
     "score",
     "cosine",
+    "lexical_score",
     "entity_score",
     "found_by",
     "fallback",
@@ -295,9 +296,10 @@ def test_results_carry_provenance(demo_rag: BridgeRAG, demo_docs: list[Document]
         m = r.metadata
         assert m["strategy"] == "bridge"
         assert m["score"] == r.score
-        # score = cosine + weighted entity, second-hop and tree evidence + the entity-hop walk's bonus
+        # score = cosine + weighted lexical, entity, second-hop and tree evidence + the walk's bonus
         parts = (
             m["cosine"]
+            + cfg.lexical_weight * m["lexical_score"]
             + cfg.entity_weight * m["entity_score"]
             + cfg.bridge_weight * m["bridge_score"]
             + cfg.tree_weight * m["tree_score"]
@@ -377,7 +379,14 @@ def test_depth_controls_the_candidate_set(
     demo_rag: BridgeRAG, monkeypatch: pytest.MonkeyPatch, query: str
 ) -> None:
     pure = dataclasses.replace(
-        demo_rag.config, dense_pool=0, entity_weight=0, bridge_weight=0, tree_weight=0, link_hops=0
+        demo_rag.config,
+        dense_pool=0,
+        lexical_weight=0,
+        confident_z=1e9,
+        entity_weight=0,
+        bridge_weight=0,
+        tree_weight=0,
+        link_hops=0,
     )
     monkeypatch.setattr(demo_rag, "config", pure)
     big = 10_000
@@ -427,7 +436,9 @@ def test_pure_variant_returns_only_entity_and_tree_results(
     monkeypatch.setattr(
         demo_rag,
         "config",
-        dataclasses.replace(base, dense_pool=0, entity_weight=0, bridge_weight=0, link_hops=0),
+        dataclasses.replace(
+            base, dense_pool=0, lexical_weight=0, entity_weight=0, bridge_weight=0, link_hops=0
+        ),
     )
     checked = 0
     for q in demo_questions:
@@ -442,7 +453,9 @@ def test_pure_variant_returns_only_entity_and_tree_results(
     monkeypatch.setattr(
         demo_rag,
         "config",
-        dataclasses.replace(base, dense_pool=0, entity_weight=0, bridge_weight=0, link_hops=0),
+        dataclasses.replace(
+            base, dense_pool=0, lexical_weight=0, entity_weight=0, bridge_weight=0, link_hops=0
+        ),
     )
     for q in demo_questions:
         results = demo_rag.retrieve(q["question"], k=5, depth=0)
@@ -462,8 +475,9 @@ def test_dense_pool_adds_candidates_without_shared_entities(
     for r in dense:
         assert r.metadata["matched_entities"] == []
         assert r.metadata["entity_score"] == 0.0
-        assert r.score == r.metadata["cosine"]
-    monkeypatch.setattr(demo_rag, "config", dataclasses.replace(base, dense_pool=0))
+        m = r.metadata
+        assert r.score == pytest.approx(m["cosine"] + base.lexical_weight * m["lexical_score"], abs=1e-9)
+    monkeypatch.setattr(demo_rag, "config", dataclasses.replace(base, dense_pool=0, lexical_weight=0))
     without = demo_rag.retrieve(query, k=10_000, depth=0)
     assert all(r.metadata["found_by"] == "entity" for r in without)
     assert len(without) < demo_rag.num_chunks, "without the pool only entity-linked chunks compete"
@@ -473,7 +487,7 @@ def test_dense_pool_adds_candidates_without_shared_entities(
 def test_pool_rows_stand_in_for_the_dense_pool(demo_rag: BridgeRAG, monkeypatch: pytest.MonkeyPatch) -> None:
     query = "Who founded the Marrowick Courier newspaper?"
     # entity seeds only: no second hop, no walk, and no dense pool of the index's own
-    base = dataclasses.replace(demo_rag.config, bridge_weight=0, link_hops=0, dense_pool=0)
+    base = dataclasses.replace(demo_rag.config, bridge_weight=0, link_hops=0, dense_pool=0, lexical_weight=0)
     monkeypatch.setattr(demo_rag, "config", base)
     qv = demo_rag.embedder.embed_query(query)
     entity_ids = {r.id for r in demo_rag.retrieve(query, k=10_000, depth=0)}
@@ -516,7 +530,9 @@ def test_second_entity_hop_adds_abstracts_sharing_rare_entities(
 ) -> None:
     base = demo_rag.config
     assert base.bridge_weight > 0, "the second hop is on by default"
-    monkeypatch.setattr(demo_rag, "config", dataclasses.replace(base, dense_pool=0, link_hops=0))
+    monkeypatch.setattr(
+        demo_rag, "config", dataclasses.replace(base, dense_pool=0, lexical_weight=0, link_hops=0)
+    )
     hop = demo_rag.retrieve(MULTI_HOP, k=10_000, depth=0)
     matched = {m for r in hop for m in r.metadata["matched_entities"]}
     seeds = {a for m in matched for a in demo_rag.entity_filter.get(m) or []}
@@ -531,7 +547,9 @@ def test_second_entity_hop_adds_abstracts_sharing_rare_entities(
     assert "halden-institute" in {r.metadata["doc_id"] for r in extra}, "the answer's passage"
 
     monkeypatch.setattr(
-        demo_rag, "config", dataclasses.replace(base, dense_pool=0, bridge_weight=0, link_hops=0)
+        demo_rag,
+        "config",
+        dataclasses.replace(base, dense_pool=0, lexical_weight=0, bridge_weight=0, link_hops=0),
     )
     plain = demo_rag.retrieve(MULTI_HOP, k=10_000, depth=0)
     assert {r.id for r in plain} < {r.id for r in hop}
@@ -545,7 +563,9 @@ def test_second_entity_hop_adds_abstracts_sharing_rare_entities(
 def test_second_hop_results_are_not_labelled_tree(
     demo_rag: BridgeRAG, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(demo_rag, "config", dataclasses.replace(demo_rag.config, dense_pool=0, link_hops=0))
+    monkeypatch.setattr(
+        demo_rag, "config", dataclasses.replace(demo_rag.config, dense_pool=0, lexical_weight=0, link_hops=0)
+    )
     for r in demo_rag.retrieve(MULTI_HOP, k=10_000, depth=0):
         if r.metadata["found_by"] == "tree":
             assert r.metadata["depth"] >= 1, (r.id, r.metadata["abstract_id"])
@@ -555,7 +575,7 @@ def test_longest_match_drops_ngrams_inside_longer_matches(
     demo_rag: BridgeRAG, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     query = "marrowick observatory telescope"
-    base = dataclasses.replace(demo_rag.config, query_ner=False, dense_pool=0, link_hops=0)
+    base = dataclasses.replace(demo_rag.config, query_ner=False, dense_pool=0, lexical_weight=0, link_hops=0)
 
     def matched_with(longest: bool) -> set[str]:
         monkeypatch.setattr(demo_rag, "config", dataclasses.replace(base, longest_match=longest))
@@ -607,7 +627,17 @@ def test_titles_become_entities_of_every_abstract_of_their_document(
 @pytest.mark.parametrize(
     "query", ["quantum chromodynamics on a lattice", "photosynthesis in deep sea algae", "zzz qqq"]
 )
-def test_no_entity_match_falls_back_to_dense(demo_rag: BridgeRAG, query: str) -> None:
+def test_no_entity_match_falls_back_to_dense(
+    demo_rag: BridgeRAG, monkeypatch: pytest.MonkeyPatch, query: str
+) -> None:
+    direct = demo_rag.retrieve(query, k=5)
+    assert all(r.metadata["fallback"] == "no-entity-match" for r in direct)
+    for r in direct:  # the direct ranking: cosine plus the weighted lexical evidence
+        m = r.metadata
+        assert m["score"] == pytest.approx(m["cosine"] + demo_rag.config.lexical_weight * m["lexical_score"])
+        assert m["found_by"] in {"dense", "lexical"}
+    assert [r.score for r in direct] == sorted((r.score for r in direct), reverse=True)
+    monkeypatch.setattr(demo_rag, "config", dataclasses.replace(demo_rag.config, lexical_weight=0.0))
     results = demo_rag.retrieve(query, k=5)
     assert len(results) == 5
     # the exact dense top 5 over every stored chunk

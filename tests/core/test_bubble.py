@@ -180,8 +180,9 @@ def test_retrieve_returns_evidence_chunks_with_provenance(bubble_small: BubbleRA
     assert top["evidence_triples"]
     assert top["covered_concepts"]
     assert top["concepts"][0]["kind"] == "query"
-    # score = cosine + evidence_weight x CEG evidence + the entity-hop walk's bonus
-    assert top["score"] == pytest.approx(top["cosine"] + 0.1 * top["evidence"] + top["hop_score"])
+    # score = cosine + lexical_weight x lexical + evidence_weight x CEG evidence + the walk's bonus
+    lexical = bubble_small.config.lexical_weight * top["lexical_score"]
+    assert top["score"] == pytest.approx(top["cosine"] + lexical + 0.1 * top["evidence"] + top["hop_score"])
     assert (top["hop"] >= 1) == bool(top["hop_entities"]) == (top["hop_score"] > 0)
     assert {"marrowick-observatory", "ilse-varga"} & {r.metadata["doc_id"] for r in res}
 

@@ -266,3 +266,71 @@ def test_a_confident_dense_hit_stays_in_the_results() -> None:
     assert keep_confident_head([1, 2, 3], flat, 3) == [1, 2, 3], "a flat list is not confident"
     assert keep_confident_head([1, 2, 3], dense[:4], 3) == [1, 2, 3], "too few hits to judge"
     assert keep_confident_head([1], dense, 3) == [1, 9]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("march 2017", True),
+        ("throughout 2018", True),
+        ("$50 million", True),
+        ("the first", True),
+        ("q3", True),
+        ("12.5%", True),
+        ("acme corp", False),
+        ("route 66", False),
+        ("2017 annual report", False),
+    ],
+)
+def test_values_are_never_nameable(name: str, value: bool) -> None:
+    from core.text import is_value_phrase
+
+    assert is_value_phrase(name) is value
+    assert is_nameable(name) is not value
+
+
+def test_a_name_every_document_uses_is_common_however_long_one_document_is() -> None:
+    # one long report names "acme corp" in every unit; five short notes each name "annual report"
+    about = [["Acme Corp"]] * 6 + [[f"Note {i}"] for i in range(5)] + [[]] * 9
+    entities = [["Annual Report"]] + [[]] * 19
+    texts = ["acme corp unit"] * 6 + [f"note {i} of the annual report" for i in range(5)] + ["x"] * 9
+    groups = ["report"] * 6 + [f"note-{i}" for i in range(5)] + [f"other-{i}" for i in range(9)]
+    links = EntityLinks()
+    links.add_units(about, entities, texts, groups=groups)
+    cfg = HopConfig(mention_max_df=2, common_share=0.1)  # common: named by more than 2 documents
+    alive = np.ones(20, dtype=bool)
+    acme, annual = links.vocab["acme corp"], links.vocab["annual report"]
+    assert links._named_docs[acme] == 1
+    assert links._named_docs[annual] == 6
+    subjects = links.subject_units([acme, annual], alive, cfg)
+    assert subjects == {"acme corp": list(range(6))}, "a name six documents use is no subject"
+    back = links_from_files(links_files(links))
+    assert back._named_docs == links._named_docs
+
+
+def test_cover_named_brings_each_named_subject_into_the_top_k() -> None:
+    from core.strategies.entity_links import cover_named
+
+    order = [0, 1, 2, 9, 3, 4, 5]  # units 0-2 about A, 3-5 about B, 9 about neither
+    a, b = [0, 1, 2], [3, 4, 5]
+    assert cover_named(order, [a, b], 3) == [0, 3, 1], "B's best comes before A's second"
+    assert cover_named(order, [a, b], 7) == [0, 3, 1, 2, 9, 4, 5]
+    for k in range(1, 8):  # every prefix is the shorter query's answer
+        assert cover_named(order, [a, b], k) == cover_named(order, [a, b], 7)[:k]
+    assert cover_named([9, 0, 1, 3], [a, b], 3) == [9, 0, 3], "units of no group keep their place"
+    assert cover_named(order, [a], 3) == [0, 1, 2], "one named subject: nothing to balance"
+    assert cover_named(order, [a, [7]], 3) == [0, 1, 2], "no candidate for the second one"
+    assert cover_named([0, 3, 1], [[0, 1], [1, 3]], 3) == [0, 3, 1], "a unit of both counts for both"
+
+
+def test_every_confident_direct_match_keeps_a_place() -> None:
+    from core.strategies.entity_links import confident_units, keep_confident
+
+    direct = [(7, 0.95), (8, 0.93), *((u, 0.30 + 0.001 * u) for u in range(20))]
+    assert confident_units(direct) == [7, 8]
+    assert confident_units(direct[:4]) == [], "too short a list to judge"
+    assert confident_units(direct, z=float("inf")) == []
+    assert keep_confident([1, 2, 3, 4], [7, 8], 4) == [1, 2, 7, 8], "moved down, not out"
+    assert keep_confident([1, 8, 3, 4], [7, 8], 4) == [1, 8, 3, 7]
+    assert keep_confident([1], [7], 3) == [1, 7]
+    assert keep_confident([7, 8], [7, 8, 9], 2) == [7, 8], "all confident: none dropped"

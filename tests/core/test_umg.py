@@ -281,8 +281,12 @@ def test_umgp_is_umg_promoted_and_deduplicated(
     demo_questions: list[dict[str, Any]],
     demo_docs: list[Document],
     long_docs: list[Document],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     rag: UMGRAG = request.getfixturevalue(index)
+    # the fused ranking alone: no subject coverage, no guard of confident direct matches
+    plain = dataclasses.replace(rag.config, cover_named=False, confident_z=1e9)
+    monkeypatch.setattr(rag, "config", plain)
     texts = {str(d.id): d.text for d in (demo_docs if index == "umg" else long_docs)}
     promoted_seen = 0
     for q in [d["question"] for d in demo_questions] + EXTRA_QUERIES:
@@ -603,7 +607,8 @@ def test_saved_bm25_units_are_checked(small: UMGRAG) -> None:
     from core.persist import array_to_bytes
     from core.strategies.umg.strategy import _bm25_units
 
-    expert, units = small._bm25[2]
+    lexical = small._bm25[2]
+    expert, units = lexical.expert, lexical.rows
     members = small._units.by_granularity[2]
     assert np.array_equal(_bm25_units({}, 2, members, expert), members)  # saved before the units file
     files = {"bm25_units_g2.npy": array_to_bytes(units)}

@@ -62,11 +62,14 @@ from core.strategies.common import (
     timed,
 )
 from core.strategies.config import ChunkingConfig, StrategyConfig
+from core.strategies.direct import DirectConfig, DirectEvidence
 from core.strategies.entity_links import (
     HopConfig,
     Reached,
+    confident_units,
+    cover_named,
     hop_provenance,
-    keep_confident_head,
+    keep_confident,
     links_files,
     links_from_files,
 )
@@ -100,12 +103,14 @@ _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 @dataclass(frozen=True)
-class BridgeConfig(StrategyConfig, ChunkingConfig, HopConfig):
+class BridgeConfig(StrategyConfig, ChunkingConfig, HopConfig, DirectConfig):
     """Settings of a Bridge-RAG index.
 
     The entity-hop walk is set by
     its :class:`~core.strategies.entity_links.HopConfig` fields
-    (``link_hops``, ``hop_seeds``, ...), documented there.
+    (``link_hops``, ``hop_seeds``, ...), documented there; the direct evidence (the lexical
+    evidence beside the cosine: ``lexical_weight``, ``lexical_pool``) by
+    :class:`~core.strategies.direct.DirectConfig`.
 
     ``k`` (the default number of results) and ``max_query_chars`` (the longest accepted
     query) are every strategy's: :class:`~core.strategies.config.StrategyConfig`.
@@ -190,6 +195,7 @@ class BridgeConfig(StrategyConfig, ChunkingConfig, HopConfig):
             ),
             ("tree_decay must be in [0, 1]", 0.0 <= self.tree_decay <= 1.0),
             *self.hop_checks(),
+            *self.direct_checks(),
             ("summary_words must be >= 5", self.summary_words >= 5),
             ("fingerprint_bits must be between 8 and 16", 8 <= self.fingerprint_bits <= 16),
         ]
@@ -224,6 +230,7 @@ class BridgeRAG(ChunkedIndex):
     model_options: ClassVar[tuple[str, ...]] = ("entity_extractor", "llm")
     provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS | {
         "cosine",
+        "lexical_score",
         "entity_score",
         "bridge_score",
         "tree_score",
@@ -480,8 +487,9 @@ class BridgeRAG(ChunkedIndex):
         Returns:
             Results, best first, with provenance metadata: ``matched_entities``,
             ``abstract_id``, ``abstract_level``, ``depth``, ``score`` and its parts (``cosine``,
-            ``entity_score``, ``bridge_score``, ``tree_score``), ``found_by`` (entity / tree /
-            bridge / dense), ``fallback``, and ``doc_id``.
+            ``lexical_score``, ``entity_score``, ``bridge_score``, ``tree_score``, the walk's
+            ``hop_score``), ``found_by`` (entity / tree / bridge / hop / dense / lexical),
+            ``fallback``, and ``doc_id``.
 
         Raises:
             TypeError: ``query`` is not a str, ``k`` or ``depth`` not an int, or an unknown option.
@@ -535,7 +543,7 @@ class BridgeRAG(ChunkedIndex):
             raise ValueError(f"depth must be >= 0, got {depth}")
         query_vector = check_query_vector(query_vector, self._table.matrix.shape[1])
         depth = min(depth, len(self._abs_level))  # deeper than the forest is tall changes nothing
-        matrix, alive, row_abstract = self._table.matrix, self._table.live_mask(flt), self._row_abstract
+        alive, row_abstract = self._table.live_mask(flt), self._row_abstract
         n_rows = min(len(self._table.ids), alive.shape[0], row_abstract.shape[0])
         if n_rows == 0 or not alive.any():
             return []
@@ -549,9 +557,15 @@ class BridgeRAG(ChunkedIndex):
             else []
         )
         pool = cfg.dense_pool if cfg.dense_pool is not None else 2 * k
+        direct = DirectEvidence(self._table, text, query_vector, cfg)
         given = None if pool_rows is None else self._pool_hits(query_vector, pool_rows, alive[:n_rows])
+        if given is not None:
+            dense_hits = given
+        else:
+            dense_hits = self._dense_rows(query_vector, max(pool, k), alive) if max(pool, k) > 0 else []
+        lexical_rows = direct.lexical_hits(direct.pool(max(pool, k)), alive[:n_rows])
         if not matched and not linked:
-            return self._dense(query_vector, k, alive, fallback="no-entity-match", hits=given)
+            return self._direct(direct, dense_hits, lexical_rows, k, fallback="no-entity-match")
         seeds = sorted({a for ids in matched.values() for a in ids})
         ent_score = self._entity_scores(matched)
         bridged = self._bridge_scores(seeds, ent_score, query_vector, set(matched), within)
@@ -563,39 +577,46 @@ class BridgeRAG(ChunkedIndex):
         cand = self._forest.chunk_ids(np.union1d(nodes, extra_nodes).astype(np.int64)).astype(np.int64)
         cand = cand[cand < n_rows]
         cand = cand[alive[cand]]
-        if given is not None:
-            dense_hits = given
-        else:
-            dense_hits = self._dense_rows(query_vector, pool, alive) if pool > 0 else []
-        dense_rows = [row for row, _ in dense_hits]
-        if dense_rows:
-            cand = np.union1d(cand, np.asarray(dense_rows, dtype=np.int64))
-        ids, cos = top_k_cosine(query_vector, matrix, cand, int(cand.size))
-        cos_of = dict(zip(ids.tolist(), cos.astype(np.float64).tolist(), strict=True))
+        pool_rows_used = [row for row, _ in dense_hits[:pool]] if given is None else [row for row, _ in given]
+        # the direct matches that stand out of the direct ranking: candidates, and kept in the top k
+        direct_list = direct.ranked([*(r for r, _ in dense_hits), *lexical_rows])
+        confident = confident_units([(r, sc) for r, sc, _, _ in direct_list], z=cfg.confident_z)
+        extra = np.asarray([*pool_rows_used, *lexical_rows, *confident], dtype=np.int64)
+        if extra.size:
+            cand = np.union1d(cand, extra)
+        prior_of = dict(zip(cand.tolist(), direct.score(cand).tolist(), strict=True))
         reached: dict[int, Reached] = {}
         if linked:
-            cos_of, reached = self._links.propagate(
-                linked,
-                cos_of,
-                config=cfg,
-                alive=alive,
-                cosine=lambda rows: row_cosines(query_vector, matrix, rows),
+            prior_of, reached = self._links.propagate(
+                linked, prior_of, config=cfg, alive=alive, cosine=direct.score
             )
-        if not cos_of:
-            return self._dense(query_vector, k, alive, fallback="no-candidates", hits=given)
-        ids = np.asarray(sorted(cos_of), dtype=np.int64)
-        cos = np.asarray([cos_of[r] for r in ids.tolist()], dtype=np.float64)
+        if not prior_of:
+            return self._direct(direct, dense_hits, lexical_rows, k, fallback="no-candidates")
+        ids = np.asarray(sorted(prior_of), dtype=np.int64)
+        cos = direct.cosine(ids)
+        lex = direct.lexical_of(ids)
         abstracts = row_abstract[ids]
         boost = np.array([ent_score.get(int(a), 0.0) for a in abstracts], dtype=np.float64)
         bridge = np.array([bridged.get(int(a), 0.0) for a in abstracts], dtype=np.float64)
         tree_s = self._lookup_tree(abstracts, tree, depth)
         hop_s = np.array([reached[r].bonus if r in reached else 0.0 for r in ids.tolist()], dtype=np.float64)
         total = (
-            cos + cfg.entity_weight * boost + cfg.bridge_weight * bridge + cfg.tree_weight * tree_s + hop_s
+            cos
+            + direct.weight * lex
+            + cfg.entity_weight * boost
+            + cfg.bridge_weight * bridge
+            + cfg.tree_weight * tree_s
+            + hop_s
         )
         ranked = np.lexsort((ids, -total))
         position = {int(r): i for i, r in enumerate(ids.tolist())}
-        kept = keep_confident_head(ids[ranked[:k]].tolist(), dense_hits, k)
+        dense_set = {row for row, _ in dense_hits}
+        order_rows = ids[ranked].tolist()
+        if cfg.cover_named and linked:
+            top = cover_named(order_rows, self._links.subject_units(linked, alive, cfg).values(), k)
+        else:
+            top = order_rows[:k]
+        kept = [r for r in keep_confident(top, confident, k) if r in position]
         order = np.asarray([position[r] for r in kept], dtype=np.int64)
         seed_set = set(seeds)
         node_hops = dict(zip(nodes.tolist(), hops.tolist(), strict=True))
@@ -613,12 +634,13 @@ class BridgeRAG(ChunkedIndex):
             elif a in bridged:
                 source = "bridge"
             else:
-                source = "dense"
+                source = "dense" if row in dense_set else "lexical"
             out.append(
                 self._result(
                     row,
                     float(total[i]),
                     cosine=float(cos[i]),
+                    lexical_score=float(lex[i]),
                     entity_score=float(boost[i]),
                     bridge_score=float(bridge[i]),
                     tree_score=float(tree_s[i]),
@@ -1053,32 +1075,33 @@ class BridgeRAG(ChunkedIndex):
         sims = row_cosines(query_vector, self._table.matrix, np.asarray(kept, dtype=np.int64)).tolist()
         return sorted(zip(kept, sims, strict=True), key=lambda rs: (-rs[1], rs[0]))
 
-    def _dense(
+    def _direct(
         self,
-        query_vector: FloatMatrix,
+        direct: DirectEvidence,
+        dense_hits: Sequence[tuple[int, float]],
+        lexical_rows: Sequence[int],
         k: int,
-        allowed: npt.NDArray[np.bool_],
         *,
         fallback: str,
-        hits: Sequence[tuple[int, float]] | None = None,
     ) -> list[Retrieved]:
-        """The dense ranking (``hits``, when given, instead of a search), as results."""
-        out = []
-        for row, sim in self._dense_rows(query_vector, k, allowed) if hits is None else hits[:k]:
-            out.append(
-                self._result(
-                    row,
-                    sim,
-                    cosine=sim,
-                    entity_score=0.0,
-                    matched=[],
-                    abstract_id=int(self._row_abstract[row]),
-                    depth=0,
-                    source="dense",
-                    fallback=fallback,
-                )
+        """The direct ranking (the dense hits and the lexical ones, by direct score), as results."""
+        dense = {row for row, _ in dense_hits}
+        rows = [*dense, *lexical_rows]
+        return [
+            self._result(
+                row,
+                score,
+                cosine=cosine,
+                lexical_score=lex,
+                entity_score=0.0,
+                matched=[],
+                abstract_id=int(self._row_abstract[row]),
+                depth=0,
+                source="dense" if row in dense else "lexical",
+                fallback=fallback,
             )
-        return out
+            for row, score, cosine, lex in direct.ranked(rows)[:k]
+        ]
 
     def _result(
         self,
@@ -1088,6 +1111,7 @@ class BridgeRAG(ChunkedIndex):
         cosine: float,
         entity_score: float,
         matched: list[str],
+        lexical_score: float = 0.0,
         bridge_score: float = 0.0,
         tree_score: float = 0.0,
         abstract_id: int,
@@ -1102,6 +1126,7 @@ class BridgeRAG(ChunkedIndex):
                 "strategy": self.name,
                 "score": score,
                 "cosine": cosine,
+                "lexical_score": lexical_score,
                 "entity_score": entity_score,
                 "bridge_score": bridge_score,
                 "tree_score": tree_score,

@@ -62,16 +62,17 @@ from core.strategies.common import (
     embed_in_batches,
     fit_mask,
     normalise_rows,
-    row_cosines,
     timed,
 )
 from core.strategies.config import ChunkingConfig, StrategyConfig
+from core.strategies.direct import DirectConfig, DirectEvidence
 from core.strategies.entity_links import (
     HopConfig,
     Reached,
-    confident_head,
+    confident_units,
+    cover_named,
     hop_provenance,
-    keep_confident_head,
+    keep_confident,
     links_files,
     links_from_files,
 )
@@ -94,13 +95,15 @@ _CONCEPT_CACHE = 4096  # concept vectors kept between queries
 
 
 @dataclass(frozen=True)
-class BubbleConfig(StrategyConfig, ChunkingConfig, HopConfig):
+class BubbleConfig(StrategyConfig, ChunkingConfig, HopConfig, DirectConfig):
     """Settings of a BubbleRAG index.
 
     The entity-hop walk over the chunks' graph entities, seeded by the chunks the evidence
     graphs rank best (``link_hops=0`` turns it off), is set by
     its :class:`~core.strategies.entity_links.HopConfig` fields
-    (``link_hops``, ``hop_seeds``, ...), documented there.
+    (``link_hops``, ``hop_seeds``, ...), documented there; a chunk's direct evidence (its
+    lexical evidence beside the cosine: ``lexical_weight``, ``lexical_pool``) by
+    :class:`~core.strategies.direct.DirectConfig`.
 
     ``k`` (the default number of results) and ``max_query_chars`` (the longest accepted
     query) are every strategy's: :class:`~core.strategies.config.StrategyConfig`.
@@ -185,6 +188,7 @@ class BubbleConfig(StrategyConfig, ChunkingConfig, HopConfig):
             ("dense_pool must be >= 0", self.dense_pool >= 0),
             ("llm_depth and llm_frontier must be >= 0", self.llm_depth >= 0 and self.llm_frontier >= 0),
             *self.hop_checks(),
+            *self.direct_checks(),
         ]
 
 
@@ -240,6 +244,7 @@ class BubbleRAG(ChunkedIndex):
     config: BubbleConfig
     provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS | {
         "cosine",
+        "lexical_score",
         "evidence",
         "ceg_rank",
         "ceg_kind",
@@ -805,48 +810,54 @@ class BubbleRAG(ChunkedIndex):
                         if 0 <= row < len(alive) and alive[row] and row not in evidence:
                             evidence[row] = (0.5 * weight, rank)
         cand = np.asarray(sorted(evidence), dtype=np.int64)
+        direct = DirectEvidence(self._table, text, qv, cfg)
         # the nearest chunks: the dense pool, the fill, and the hit a simple question must keep
         near, sims = top_k_cosine(qv, self._table.matrix, np.flatnonzero(alive), max(cfg.dense_pool, k, 10))
         dense_hits = list(zip(near.tolist(), sims.astype(np.float64).tolist(), strict=True))
-        if cfg.dense_pool > 0:
-            cand = np.union1d(cand, near[: cfg.dense_pool].astype(np.int64))
-        ids, cos = (
-            top_k_cosine(qv, self._table.matrix, cand, int(cand.size))
-            if cand.size
-            else (np.zeros(0, np.int64), np.zeros(0, np.float32))
-        )
+        lexical_rows = direct.lexical_hits(direct.pool(max(cfg.dense_pool, k)), alive)
+        extra = [*near[: cfg.dense_pool].tolist(), *lexical_rows]
+        if extra:
+            cand = np.union1d(cand, np.asarray(extra, dtype=np.int64))
         # The evidence graphs rank the candidates; the best of them seed the entity-hop walk.
         prior = {
-            int(r): float(c) + cfg.evidence_weight * evidence.get(int(r), (0.0, -1))[0]
-            for r, c in zip(ids.tolist(), cos.tolist(), strict=True)
+            int(r): float(d) + cfg.evidence_weight * evidence.get(int(r), (0.0, -1))[0]
+            for r, d in zip(cand.tolist(), direct.score(cand).tolist(), strict=True)
         }
         reached: dict[int, Reached] = {}
+        linked: list[int] = []
         if cfg.link_hops > 0 and self._links.num_units == len(alive):
             names = [c.text for c in concepts if c.kind != "query"]
             linked = self._links.live(self._links.link(text, names, max_ngram=cfg.link_max_ngram), alive)
             if linked:
                 prior, reached = self._links.propagate(
-                    linked,
-                    prior,
-                    config=cfg,
-                    alive=alive,
-                    cosine=lambda rows: row_cosines(qv, self._table.matrix, rows),
+                    linked, prior, config=cfg, alive=alive, cosine=direct.score
                 )
-        for r, c in dense_hits[:k]:  # too little evidence: the nearest chunks fill the results
+        fill = direct.ranked([*(r for r, _ in dense_hits[:k]), *lexical_rows])
+        for r, d, _, _ in fill:  # too little evidence: the best direct matches fill the results
             if len(prior) >= k:
                 break
-            prior.setdefault(r, c)
-        head = confident_head(dense_hits)
-        if head is not None:  # a simple question's confident nearest chunk competes for the results
-            prior.setdefault(head, dense_hits[0][1])
+            prior.setdefault(r, d)
+        # the direct matches that stand out of the direct ranking compete, and keep their place
+        direct_list = direct.ranked([*(r for r, _ in dense_hits), *lexical_rows])
+        confident = confident_units([(r, sc) for r, sc, _, _ in direct_list], z=cfg.confident_z)
+        for r, sc, _, _ in direct_list:
+            if r in confident:
+                prior.setdefault(r, sc)
         ids = np.asarray(sorted(prior), dtype=np.int64)
-        cosines = row_cosines(qv, self._table.matrix, ids)
+        cosines = direct.cosine(ids)
+        lex = direct.lexical_of(ids)
         ev = np.asarray([evidence.get(int(r), (0.0, -1))[0] for r in ids], dtype=np.float64)
         hop = np.asarray([reached[r].bonus if r in reached else 0.0 for r in ids.tolist()], dtype=np.float64)
-        total = cosines + cfg.evidence_weight * ev + hop
+        total = cosines + direct.weight * lex + cfg.evidence_weight * ev + hop
         position = {r: i for i, r in enumerate(ids.tolist())}
-        kept = keep_confident_head(ids[np.lexsort((ids, -total))[:k]].tolist(), dense_hits, k)
+        order_rows = ids[np.lexsort((ids, -total))].tolist()
+        if cfg.cover_named and linked:
+            top = cover_named(order_rows, self._links.subject_units(linked, alive, cfg).values(), k)
+        else:
+            top = order_rows[:k]
+        kept = keep_confident(top, confident, k)
         order = np.asarray([position[r] for r in kept], dtype=np.int64)
+        dense_set = {r for r, _ in dense_hits}
         concept_meta = [{"text": c.text, "weight": round(c.weight, 4), "kind": c.kind} for c in concepts]
         out = []
         for i in order:
@@ -858,9 +869,12 @@ class BubbleRAG(ChunkedIndex):
                     "strategy": self.name,
                     "score": float(total[i]),
                     "cosine": float(cosines[i]),
+                    "lexical_score": float(lex[i]),
                     "evidence": float(ev[i]),
                     **hop_provenance(reached.get(row)),
-                    "found_by": "evidence" if rank >= 0 else ("hop" if row in reached else "dense"),
+                    "found_by": "evidence"
+                    if rank >= 0
+                    else ("hop" if row in reached else ("dense" if row in dense_set else "lexical")),
                     "ceg_rank": rank,
                     "ceg_kind": cegs[rank].kind if rank >= 0 else None,
                     "covered_concepts": list(cegs[rank].covered) if rank >= 0 else [],
