@@ -98,38 +98,8 @@ def test_each_report_is_one_document_and_gold_follows_its_paragraphs(tmp_path: P
         CorpusShape("meta", "own")
 
 
-def test_recall_by_type_and_over_multi_document_questions() -> None:
-    questions = [
-        Question(
-            id=q["id"],
-            question=str(q["question"]),
-            answer="",
-            aliases=(),
-            supporting_ids=tuple(q["supporting_ids"]),
-            type=str(q["type"]),
-            documents=tuple(q["documents"]),
-        )
-        for q in QUESTIONS
-    ]
-    assert question_groups(questions) == {"Factual": [0, 2], "Comparison": [1], MULTI_DOCUMENT: [1]}
-
-    def hit(pid: str) -> Retrieved:
-        return Retrieved(id=pid, text="", score=1.0, metadata={"doc_id": pid})
-
-    results = [[hit("a-0")], [hit("a-1"), hit("x")], [hit("x")]]
-    got = recall_by_group(questions, results, 5)
-    assert got["Factual"] == {"questions": 2.0, "recall": 0.5}
-    assert got["Comparison"]["recall"] == 0.5
-    assert got[MULTI_DOCUMENT]["recall"] == 0.5
-    untyped = [Question(id="u", question="?", answer="", aliases=(), supporting_ids=("a",))]
-    assert recall_by_group(untyped, [[hit("a")]], 5) == {}
-
-
-def test_the_report_prints_recall_by_question_type() -> None:
-    from core.evaluation.metrics import RunResult, summarize_runs
-    from core.evaluation.result import ComparisonResult
-
-    questions = [
+def _questions() -> list[Question]:
+    return [
         Question(
             id=str(q["id"]),
             question=str(q["question"]),
@@ -142,13 +112,36 @@ def test_the_report_prints_recall_by_question_type() -> None:
         for q in QUESTIONS
     ]
 
-    def hit(pid: str) -> Retrieved:
-        return Retrieved(id=pid, text="", score=1.0, metadata={"doc_id": pid})
+
+def _hit(pid: str) -> Retrieved:
+    return Retrieved(id=pid, text="", score=1.0, metadata={"doc_id": pid})
+
+
+def test_recall_by_type_and_over_multi_document_questions() -> None:
+    questions = _questions()
+    assert question_groups(questions) == {"Factual": [0, 2], "Comparison": [1], MULTI_DOCUMENT: [1]}
+
+    results = [[_hit("a-0")], [_hit("a-1"), _hit("x")], [_hit("x")]]
+    got = recall_by_group(questions, results, 5)
+    assert got["Factual"] == {"questions": 2.0, "recall": 0.5}
+    assert got["Comparison"]["recall"] == 0.5
+    assert got[MULTI_DOCUMENT]["recall"] == 0.5
+    untyped = [Question(id="u", question="?", answer="", aliases=(), supporting_ids=("a",))]
+    assert recall_by_group(untyped, [[_hit("a")]], 5) == {}
+
+
+def test_the_report_prints_recall_by_question_type() -> None:
+    from core.evaluation.metrics import RunResult, summarize_runs
+    from core.evaluation.result import ComparisonResult
+
+    questions = _questions()
 
     runs = [
-        RunResult(name="dense", results=[[hit("a-0")], [hit("a-1")], [hit("b-0")]], latency_ms=[1.0] * 3),
+        RunResult(name="dense", results=[[_hit("a-0")], [_hit("a-1")], [_hit("b-0")]], latency_ms=[1.0] * 3),
         RunResult(
-            name="bridge", results=[[hit("x")], [hit("a-1"), hit("b-1")], [hit("b-0")]], latency_ms=[1.0] * 3
+            name="bridge",
+            results=[[_hit("x")], [_hit("a-1"), _hit("b-1")], [_hit("b-0")]],
+            latency_ms=[1.0] * 3,
         ),
     ]
     rows = summarize_runs(questions, runs, ks=[5], answer_k=5)
