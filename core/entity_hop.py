@@ -14,7 +14,7 @@ directory):
    entity-hop walk (:meth:`core.strategies.entity_links.EntityLinks.propagate`), whose later
    hops start from the best seeds, all with the index's settings;
 3. the seeds and the chunks reached are ranked as Bridge-RAG ranks its candidates, the
-   retriever's confident best hit kept (:func:`~core.strategies.entity_links.keep_confident_head`);
+   confident direct matches kept (:func:`~core.strategies.entity_links.keep_confident`);
    a seed's result says ``found_by: retriever``, a reached chunk how it was reached
    (``entity``, ``hop``, ``tree`` or ``bridge``). A query that names no entity of the index
    gets the seeds back, ranked by cosine.

@@ -19,7 +19,7 @@ that match the question in meaning or in words.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from core.lexical import LexicalIndex
 from core.strategies.common import row_cosines
+from core.strategies.entity_links import confident_units
 from core.strategies.table import ChunkTable
 
 __all__ = ["DirectConfig", "DirectEvidence"]
@@ -141,6 +142,15 @@ class DirectEvidence:
                 strict=True,
             )
         )
+
+    def confident(self, ranked: Sequence[tuple[int, float, float, float]]) -> list[int]:
+        """The rows of a direct ranking (:meth:`ranked`) that stand out of it, best first.
+
+        Those standing ``confident_z`` standard deviations above the ranking's mean
+        (:func:`~core.strategies.entity_links.confident_units`): hops may move them down but
+        not out of the top k (:func:`~core.strategies.entity_links.keep_confident`).
+        """
+        return confident_units([(row, score) for row, score, _, _ in ranked], z=self._config.confident_z)
 
     def lexical_hits(self, n: int, allowed: npt.NDArray[np.bool_]) -> list[int]:
         """The ``n`` allowed rows of best lexical evidence (those with any), best first (ties: lower row)."""

@@ -60,13 +60,11 @@ __all__ = [
     "EntityLinks",
     "HopConfig",
     "Reached",
-    "confident_head",
     "confident_units",
     "cover_named",
     "hop_provenance",
     "is_nameable",
     "keep_confident",
-    "keep_confident_head",
     "links_files",
     "links_from_files",
 ]
@@ -682,22 +680,9 @@ def hop_provenance(walk: Reached | None) -> dict[str, Any]:
     return {"hop": walk.hop, "hop_score": walk.bonus, "hop_entities": list(walk.via)}
 
 
-#: How far above the mean of the dense list (in standard deviations) its best hit must stand
-#: for the walk to keep it in the results (:func:`keep_confident_head`).
+#: How far above the mean of a direct ranking (in standard deviations) a unit must stand for
+#: the walk to keep it in the results (:func:`confident_units`, :func:`keep_confident`).
 CONFIDENT_Z = 2.0
-
-
-def confident_head(dense: Sequence[tuple[int, float]], *, z: float = CONFIDENT_Z) -> int | None:
-    """The dense list's best unit when the list is confident about it, else None.
-
-    Confident: its cosine stands ``z`` standard deviations above the mean of the list (of at
-    least 5 hits, best first).
-    """
-    if len(dense) < 5:
-        return None
-    scores = np.asarray([s for _, s in dense], dtype=np.float64)
-    spread = float(scores.std())
-    return dense[0][0] if spread > 0 and (scores[0] - scores.mean()) / spread >= z else None
 
 
 def confident_units(direct: Sequence[tuple[int, float]], *, z: float = CONFIDENT_Z) -> list[int]:
@@ -747,28 +732,6 @@ def keep_confident(order: Sequence[int], confident: Sequence[int], k: int) -> li
         del top[spare]
         top.append(unit)
     return top
-
-
-def keep_confident_head(
-    order: Sequence[int], dense: Sequence[tuple[int, float]], k: int, *, z: float = CONFIDENT_Z
-) -> list[int]:
-    """The first ``k`` of ``order``, with the dense list's best hit kept when it is confident.
-
-    The guard of :func:`keep_confident` for the dense list's best hit alone
-    (:func:`confident_head`): the walk's ranking may move it down but not out of the top
-    ``k``.
-
-    Args:
-        order: The strategy's ranking (unit ids, best first).
-        dense: The dense list (unit id, cosine), best first.
-        k: Results kept.
-        z: The confidence threshold.
-
-    Returns:
-        The kept unit ids, best first.
-    """
-    head = confident_head(dense, z=z)
-    return keep_confident(order, [] if head is None else [head], k)
 
 
 def cover_named(order: Sequence[int], groups: Iterable[Iterable[int]], k: int) -> list[int]:

@@ -13,8 +13,9 @@ from core.strategies.bridge import BridgeConfig
 from core.strategies.entity_links import (
     EntityLinks,
     HopConfig,
+    confident_units,
     is_nameable,
-    keep_confident_head,
+    keep_confident,
     links_files,
     links_from_files,
 )
@@ -259,13 +260,16 @@ def test_a_query_name_nothing_is_about_reaches_its_best_mention() -> None:
 
 
 def test_a_confident_dense_hit_stays_in_the_results() -> None:
+    def keep(order: list[int], dense: list[tuple[int, float]], k: int) -> list[int]:
+        return keep_confident(order, confident_units(dense), k)
+
     dense = [(9, 0.9), (1, 0.3), (2, 0.29), (3, 0.28), (4, 0.27), (5, 0.26)]
-    assert keep_confident_head([1, 2, 3], dense, 3) == [1, 2, 9], "it takes the last place"
-    assert keep_confident_head([9, 2, 3], dense, 3) == [9, 2, 3]
+    assert keep([1, 2, 3], dense, 3) == [1, 2, 9], "it takes the last place"
+    assert keep([9, 2, 3], dense, 3) == [9, 2, 3]
     flat = [(9, 0.31), (1, 0.3), (2, 0.29), (3, 0.28), (4, 0.27), (5, 0.26)]
-    assert keep_confident_head([1, 2, 3], flat, 3) == [1, 2, 3], "a flat list is not confident"
-    assert keep_confident_head([1, 2, 3], dense[:4], 3) == [1, 2, 3], "too few hits to judge"
-    assert keep_confident_head([1], dense, 3) == [1, 9]
+    assert keep([1, 2, 3], flat, 3) == [1, 2, 3], "a flat list is not confident"
+    assert keep([1, 2, 3], dense[:4], 3) == [1, 2, 3], "too few hits to judge"
+    assert keep([1], dense, 3) == [1, 9]
 
 
 @pytest.mark.parametrize(
@@ -324,8 +328,6 @@ def test_cover_named_brings_each_named_subject_into_the_top_k() -> None:
 
 
 def test_every_confident_direct_match_keeps_a_place() -> None:
-    from core.strategies.entity_links import confident_units, keep_confident
-
     direct = [(7, 0.95), (8, 0.93), *((u, 0.30 + 0.001 * u) for u in range(20))]
     assert confident_units(direct) == [7, 8]
     assert confident_units(direct[:4]) == [], "too short a list to judge"

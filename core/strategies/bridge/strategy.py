@@ -66,7 +66,6 @@ from core.strategies.direct import DirectConfig, DirectEvidence
 from core.strategies.entity_links import (
     HopConfig,
     Reached,
-    confident_units,
     cover_named,
     hop_provenance,
     keep_confident,
@@ -579,8 +578,7 @@ class BridgeRAG(ChunkedIndex):
         cand = cand[alive[cand]]
         pool_rows_used = [row for row, _ in dense_hits[:pool]] if given is None else [row for row, _ in given]
         # the direct matches that stand out of the direct ranking: candidates, and kept in the top k
-        direct_list = direct.ranked([*(r for r, _ in dense_hits), *lexical_rows])
-        confident = confident_units([(r, sc) for r, sc, _, _ in direct_list], z=cfg.confident_z)
+        confident = direct.confident(direct.ranked([*(r for r, _ in dense_hits), *lexical_rows]))
         extra = np.asarray([*pool_rows_used, *lexical_rows, *confident], dtype=np.int64)
         if extra.size:
             cand = np.union1d(cand, extra)
@@ -611,12 +609,8 @@ class BridgeRAG(ChunkedIndex):
         ranked = np.lexsort((ids, -total))
         position = {int(r): i for i, r in enumerate(ids.tolist())}
         dense_set = {row for row, _ in dense_hits}
-        order_rows = ids[ranked].tolist()
-        if cfg.cover_named and linked:
-            top = cover_named(order_rows, self._links.subject_units(linked, alive, cfg).values(), k)
-        else:
-            top = order_rows[:k]
-        kept = [r for r in keep_confident(top, confident, k) if r in position]
+        subjects = self._links.subject_units(linked, alive, cfg).values() if cfg.cover_named else ()
+        kept = keep_confident(cover_named(ids[ranked].tolist(), subjects, k), confident, k)
         order = np.asarray([position[r] for r in kept], dtype=np.int64)
         seed_set = set(seeds)
         node_hops = dict(zip(nodes.tolist(), hops.tolist(), strict=True))

@@ -69,7 +69,6 @@ from core.strategies.direct import DirectConfig, DirectEvidence
 from core.strategies.entity_links import (
     HopConfig,
     Reached,
-    confident_units,
     cover_named,
     hop_provenance,
     keep_confident,
@@ -832,17 +831,19 @@ class BubbleRAG(ChunkedIndex):
                 prior, reached = self._links.propagate(
                     linked, prior, config=cfg, alive=alive, cosine=direct.score
                 )
-        fill = direct.ranked([*(r for r, _ in dense_hits[:k]), *lexical_rows])
-        for r, d, _, _ in fill:  # too little evidence: the best direct matches fill the results
+        direct_list = direct.ranked([*(r for r, _ in dense_hits), *lexical_rows])
+        fill_rows = {r for r, _ in dense_hits[:k]}.union(lexical_rows)
+        for r, d, _, _ in direct_list:  # too little evidence: the best direct matches fill the results
             if len(prior) >= k:
                 break
-            prior.setdefault(r, d)
+            if r in fill_rows:
+                prior.setdefault(r, d)
         # the direct matches that stand out of the direct ranking compete, and keep their place
-        direct_list = direct.ranked([*(r for r, _ in dense_hits), *lexical_rows])
-        confident = confident_units([(r, sc) for r, sc, _, _ in direct_list], z=cfg.confident_z)
-        for r, sc, _, _ in direct_list:
-            if r in confident:
-                prior.setdefault(r, sc)
+        confident = direct.confident(direct_list)
+        sure = set(confident)
+        for r, d, _, _ in direct_list:
+            if r in sure:
+                prior.setdefault(r, d)
         ids = np.asarray(sorted(prior), dtype=np.int64)
         cosines = direct.cosine(ids)
         lex = direct.lexical_of(ids)
@@ -850,12 +851,8 @@ class BubbleRAG(ChunkedIndex):
         hop = np.asarray([reached[r].bonus if r in reached else 0.0 for r in ids.tolist()], dtype=np.float64)
         total = cosines + direct.weight * lex + cfg.evidence_weight * ev + hop
         position = {r: i for i, r in enumerate(ids.tolist())}
-        order_rows = ids[np.lexsort((ids, -total))].tolist()
-        if cfg.cover_named and linked:
-            top = cover_named(order_rows, self._links.subject_units(linked, alive, cfg).values(), k)
-        else:
-            top = order_rows[:k]
-        kept = keep_confident(top, confident, k)
+        subjects = self._links.subject_units(linked, alive, cfg).values() if cfg.cover_named else ()
+        kept = keep_confident(cover_named(ids[np.lexsort((ids, -total))].tolist(), subjects, k), confident, k)
         order = np.asarray([position[r] for r in kept], dtype=np.int64)
         dense_set = {r for r, _ in dense_hits}
         concept_meta = [{"text": c.text, "weight": round(c.weight, 4), "kind": c.kind} for c in concepts]

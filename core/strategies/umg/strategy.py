@@ -23,10 +23,10 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -168,6 +168,14 @@ class _List:
     scores: npt.NDArray[np.float32]
     confidence: float
     weight: float = 1.0  # multiplies the confidence in the fusion (the bridging expert's bridge_weight)
+
+
+class _QueryLinks(NamedTuple):
+    """A query's entities over the bridging windows (:meth:`UMGRAG._query_links`)."""
+
+    rows: npt.NDArray[np.int64]  # each bridging window's table row
+    alive: npt.NDArray[np.bool_]  # which bridging windows may be returned
+    linked: list[int]  # the query's entities that still link one of them
 
 
 class UMGRAG(IndexLifecycle):
@@ -599,10 +607,8 @@ class UMGRAG(IndexLifecycle):
             self._link_of_row[r] = len(self._link_rows)
             self._link_rows.append(r)
 
-    def _bridge_list(
-        self, text: str, query_vector: FloatMatrix, dense: _List | None, live: npt.NDArray[np.bool_]
-    ) -> _List | None:
-        """The bridging expert: the entity-hop walk from the query's entities, over the dense list."""
+    def _query_links(self, text: str, live: npt.NDArray[np.bool_]) -> _QueryLinks | None:
+        """The query's entities over the bridging windows (None when the walk is off or has none)."""
         cfg = self.config
         if cfg.link_hops <= 0 or not self._link_rows:
             return None
@@ -610,8 +616,21 @@ class UMGRAG(IndexLifecycle):
         link_rows = link_rows[link_rows < live.shape[0]]
         alive = live[link_rows]
         linked = self._links.live(self._links.link(text, max_ngram=cfg.link_max_ngram), alive)
-        if not linked:
+        return _QueryLinks(link_rows, alive, linked)
+
+    def _bridge_list(
+        self,
+        text: str,
+        query_vector: FloatMatrix,
+        dense: _List | None,
+        live: npt.NDArray[np.bool_],
+        links: _QueryLinks | None,
+    ) -> _List | None:
+        """The bridging expert: the entity-hop walk from the query's entities, over the dense list."""
+        cfg = self.config
+        if links is None or not links.linked:
             return None
+        link_rows, alive, linked = links
         direct = DirectEvidence(
             self._table, text, query_vector, cfg, lexical=self._bm25.get(cfg.bridge_granularity)
         )
@@ -738,6 +757,16 @@ class UMGRAG(IndexLifecycle):
             live: The units that may be returned (a filter's live units); None: the live ones.
         """
         live = self._table.alive if live is None else live
+        return self._lists(text, query_vector, live, self._query_links(text, live))
+
+    def _lists(
+        self,
+        text: str,
+        query_vector: FloatMatrix,
+        live: npt.NDArray[np.bool_],
+        links: _QueryLinks | None,
+    ) -> list[_List]:
+        """:meth:`expert_lists` over the query's links, already found."""
         splade_query = (
             self.splade.encode([text]) if self.splade is not None and self.splade.matrix is not None else None
         )
@@ -748,7 +777,7 @@ class UMGRAG(IndexLifecycle):
         dense = next(
             (li for li in lists if li.expert == "dense" and li.g == self.config.bridge_granularity), None
         )
-        bridge = self._bridge_list(text, query_vector, dense, live)
+        bridge = self._bridge_list(text, query_vector, dense, live, links)
         return [*lists, bridge] if bridge is not None else lists
 
     def _make_list(self, expert: str, g: int, ids: npt.NDArray[Any], scores: npt.NDArray[Any]) -> _List:
@@ -781,7 +810,8 @@ class UMGRAG(IndexLifecycle):
         live = self._table.live_mask(flt)
         if not live.any():
             return []
-        lists = self.expert_lists(text, query_vector, live)
+        links = self._query_links(text, live)
+        lists = self._lists(text, query_vector, live, links)
         if not lists:
             return []
         offsets = np.zeros(len(lists) + 1, dtype=np.int64)
@@ -789,7 +819,7 @@ class UMGRAG(IndexLifecycle):
         unit_ids = np.concatenate([li.ids for li in lists])
         norm = np.concatenate([minmax_normalize(li.scores) for li in lists]).astype(np.float32)
         weights = np.asarray([li.confidence * li.weight for li in lists], dtype=np.float32)
-        subjects = self._named_subjects(text, live) if self.config.cover_named else []
+        subjects = self._named_subjects(links) if self.config.cover_named else []
         guarded = self._confident_matches(lists)
         pool = k if not parent_promotion else max(k, self.config.promotion_pool * k)
         if len(subjects) > 1 or guarded:  # the units below the top k that may cover a subject named
@@ -802,8 +832,7 @@ class UMGRAG(IndexLifecycle):
         order = list(range(len(fused_ids)))
         holders: list[int] = []  # the best fused unit holding each confident direct match
         for spans in guarded:
-            inside = self._units_within(fused_ids, spans)
-            hit = next((i for i in order if i in inside), None)
+            hit = min(self._units_within(fused_ids, spans), default=None)
             if hit is not None and hit not in holders:
                 holders.append(hit)
         if len(subjects) > 1:
@@ -831,36 +860,27 @@ class UMGRAG(IndexLifecycle):
         if dense is None:
             return []
         pairs = list(zip(dense.ids.tolist(), dense.scores.astype(np.float64).tolist(), strict=True))
-        u = self._units
-        return [
-            {u.doc_ids[w]: [(u.sent_start[w], u.sent_end[w])]}
-            for w in confident_units(pairs, z=self.config.confident_z)
-        ]
+        return [self._spans_of([w]) for w in confident_units(pairs, z=self.config.confident_z)]
 
-    def _named_subjects(
-        self, text: str, live: npt.NDArray[np.bool_]
-    ) -> list[dict[str, list[tuple[int, int]]]]:
+    def _named_subjects(self, links: _QueryLinks | None) -> list[dict[str, list[tuple[int, int]]]]:
         """The sentence spans of the windows about each subject the query names, by document.
 
         The subjects are those of the bridging windows (:meth:`EntityLinks.subject_units`);
         a window of any size lies in a subject's part of a document when it overlaps one of
         those windows (:meth:`_units_within`).
         """
-        cfg = self.config
-        if cfg.link_hops <= 0 or not self._link_rows:
+        if links is None:
             return []
-        link_rows = np.asarray(self._link_rows, dtype=np.int64)
-        link_rows = link_rows[link_rows < live.shape[0]]
-        alive = live[link_rows]
-        linked = self._links.live(self._links.link(text, max_ngram=cfg.link_max_ngram), alive)
-        out = []
+        subjects = self._links.subject_units(links.linked, links.alive, self.config).values()
+        return [self._spans_of(links.rows[units].tolist()) for units in subjects]
+
+    def _spans_of(self, units: Iterable[int]) -> dict[str, list[tuple[int, int]]]:
+        """The sentence span of each of ``units`` (windows), by document."""
         u = self._units
-        for units in self._links.subject_units(linked, alive, cfg).values():
-            spans: dict[str, list[tuple[int, int]]] = {}
-            for row in link_rows[units].tolist():
-                spans.setdefault(u.doc_ids[row], []).append((u.sent_start[row], u.sent_end[row]))
-            out.append(spans)
-        return out
+        spans: dict[str, list[tuple[int, int]]] = {}
+        for w in units:
+            spans.setdefault(u.doc_ids[w], []).append((u.sent_start[w], u.sent_end[w]))
+        return spans
 
     def _units_within(
         self, units: npt.NDArray[np.int64], spans: Mapping[str, list[tuple[int, int]]]
