@@ -8,7 +8,7 @@ from typing import Any, Self
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 
-from core.adapter_promotion import ParentPromotionSettings, offset_or_none, promotion_item, texts_by_id
+from core.adapters.promotion import ParentPromotionSettings, offset_or_none, promotion_item, texts_by_id
 from core.strategies.umg.promotion import PromotionItem
 
 __all__ = ["ParentPromotionCompressor"]

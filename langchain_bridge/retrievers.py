@@ -20,8 +20,8 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, model_validator
 
-from core.adapter_lifecycle import StrategyAdapter, narrowed_filter, with_store_embedder
 from core.adapters import as_chunk_store, chroma_collection
+from core.adapters.lifecycle import StrategyAdapter, narrowed_filter, with_store_embedder
 from core.embed import LangChainEmbedder
 from core.store import ChunkStore
 from core.strategies.base import Strategy, check_doc_ids

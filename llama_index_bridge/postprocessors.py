@@ -16,7 +16,7 @@ from llama_index.core.schema import (
     TextNode,
 )
 
-from core.adapter_promotion import ParentPromotionSettings, offset_or_none, promotion_item, texts_by_id
+from core.adapters.promotion import ParentPromotionSettings, offset_or_none, promotion_item, texts_by_id
 from core.strategies.umg.promotion import Promoted, PromotionItem
 from llama_index_bridge.retrievers import hiding
 

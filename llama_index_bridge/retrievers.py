@@ -31,8 +31,8 @@ from llama_index.core.schema import Document as LlamaDocument
 from llama_index.core.vector_stores.types import MetadataFilters
 from llama_index_instrumentation.dispatcher import DISPATCHER_SPAN_DECORATED_ATTR
 
-from core.adapter_lifecycle import StrategyAdapter, with_store_embedder
 from core.adapters import as_chunk_store, chroma_collection
+from core.adapters.lifecycle import StrategyAdapter, with_store_embedder
 from core.embed import LlamaIndexEmbedder
 from core.store import ChunkStore
 from core.strategies.base import COMMON_PROVENANCE_KEYS, Searchable, Strategy, check_k

@@ -27,7 +27,7 @@ OUTSIDE_DEMO = (
 
 _RUN_AND_LIST = """
 import sys
-from core.cli import main
+from core.app.cli import main
 code = main(["demo", "--k", "3"])
 print("IMPORTED", sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[1:])))
 sys.exit(code)

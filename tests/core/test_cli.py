@@ -6,7 +6,7 @@ import shlex
 
 import pytest
 
-from core.cli import main
+from core.app.cli import main
 
 
 def test_bench_filter_prints_figures_and_ratios(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -38,7 +38,7 @@ def test_unknown_command_exits_2(capsys) -> None:  # type: ignore[no-untyped-def
 
 
 def test_every_command_help_shows_an_example(capsys: pytest.CaptureFixture[str]) -> None:
-    from core.cli import EXAMPLES, build_parser
+    from core.app.cli import EXAMPLES, build_parser
 
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices

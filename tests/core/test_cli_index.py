@@ -26,11 +26,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-from core import indexing
-from core.files import ReadFile, SourceFile, sha256_hex
-from core.indexing import CommandError, IndexOptions, plan_update, run_index
+from core.app import indexing
+from core.app.files import ReadFile, SourceFile, sha256_hex
+from core.app.indexing import CommandError, IndexOptions, plan_update, run_index
+from core.app.sources import SOURCES_FILE, SourceEntry, read_sources
 from core.persist import CorruptIndexError, json_from_bytes, json_to_bytes, load_index, save_index
-from core.sources import SOURCES_FILE, SourceEntry, read_sources
 from core.strategies.registry import register_strategy
 from core.types import Document, Retrieved
 from tests.pdf_bytes import minimal_pdf
@@ -96,7 +96,7 @@ def write_corpus(root: Path, *, bad_file: bool = True, pdf: bool = True) -> Path
 
 
 def cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Runs ``python -m core.cli ARGS`` offline, as a user would run ``bridge-rag``."""
+    """Runs ``python -m core.app.cli ARGS`` offline, as a user would run ``bridge-rag``."""
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
@@ -105,7 +105,7 @@ def cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess
         "PYTHONPATH": str(REPO),
     }
     return subprocess.run(
-        [sys.executable, "-m", "core.cli", *args],
+        [sys.executable, "-m", "core.app.cli", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -675,7 +675,7 @@ def test_plan_update_counts_and_journal() -> None:
 
 
 def test_cli_main_maps_command_errors_to_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from core.cli import main
+    from core.app.cli import main
 
     assert (
         main(["index", str(tmp_path / "missing"), "--strategy", "bridge", "--index", str(tmp_path / "i")])
@@ -878,7 +878,7 @@ WARNING = "bridge-rag index: warning: "
 
 
 def _index_main(*args: str) -> int:
-    from core.cli import main
+    from core.app.cli import main
 
     return main(["index", *args, "--no-progress"])
 
@@ -1094,7 +1094,7 @@ def test_max_file_mb_rejects_what_is_not_a_positive_number(
 
 
 def test_index_help_documents_the_input_limits(capsys: pytest.CaptureFixture[str]) -> None:
-    from core.cli import main
+    from core.app.cli import main
 
     with pytest.raises(SystemExit) as exc:
         main(["index", "--help"])

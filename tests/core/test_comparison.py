@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import core.evaluation.runner
-from core.cli import main
+from core.app.cli import main
 from core.embed import SentenceTransformerEmbedder
 from core.evaluation.comparison import ComparisonResult, run_comparison
 from core.evaluation.registry import STRATEGIES, StrategySpec

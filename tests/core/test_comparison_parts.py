@@ -346,7 +346,7 @@ def test_evaluation_imports_no_framework_eagerly() -> None:
     ]
     assert len(modules) >= 15
     code = (
-        "import sys, core, core.cli, core.evaluation, " + ", ".join(modules) + "; "
+        "import sys, core, core.app.cli, core.evaluation, " + ", ".join(modules) + "; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'langchain', 'langchain_core', "
         "'langchain_community', 'langchain_classic', 'langchain_chroma', 'llama_index', 'ragas'}))"
     )

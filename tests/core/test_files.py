@@ -1,4 +1,4 @@
-"""Finding and reading the user's files into documents (core.files); no model, no Chroma."""
+"""Finding and reading the user's files into documents (core.app.files); no model, no Chroma."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import pytest
 
-from core.files import (
+from core.app.files import (
     MB,
     PDF_INSTALL_HINT,
     FileScan,

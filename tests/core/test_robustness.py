@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.cli import main
+from core.app.cli import main
 from core.evaluation.robustness import kept_gains, load_runs, robustness_table
 
 

@@ -14,7 +14,7 @@ import chromadb
 import pytest
 from chromadb.config import Settings
 
-from core.sources import read_sources
+from core.app.sources import read_sources
 from tests.core.test_cli_index import cli, query_json, summary_of, write_corpus
 from tests.integration.conftest import ChromaServer
 
@@ -70,7 +70,7 @@ def test_a_failed_first_build_leaves_nothing_on_the_server(
     """A build that fails after its chunks reached the server takes back those rows alone; then it works."""
     import io
 
-    from core.indexing import IndexOptions, run_index
+    from core.app.indexing import IndexOptions, run_index
     from core.strategies.bridge import BridgeRAG
 
     corpus = write_corpus(tmp_path / "docs", bad_file=False, pdf=False)

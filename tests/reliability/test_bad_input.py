@@ -499,7 +499,7 @@ CLI_USAGE_ERRORS: list[tuple[list[str], str]] = [
 def test_cli_usage_errors_exit_2_with_a_message(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from core.cli import main
+    from core.app.cli import main
 
     with pytest.raises(SystemExit) as info:
         main(argv)
@@ -518,7 +518,7 @@ CLI_RUN_ERRORS: list[tuple[list[str], str]] = [
 def test_cli_refuses_bad_runs_before_any_work(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from core.cli import main
+    from core.app.cli import main
 
     assert main(argv) == 2
     err = capsys.readouterr().err

@@ -17,7 +17,7 @@ import pytest
 
 import core.evaluation.reliability as reliability
 import core.evaluation.scale as scale
-from core.cli import main
+from core.app.cli import main
 from core.text import chunk_document, normalize_entity
 
 

@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 
-from core import querying
-from core.querying import results_json, run_query
-from core.terminal import strip_terminal_controls
+from core.app import querying
+from core.app.querying import results_json, run_query
+from core.app.terminal import strip_terminal_controls
 from core.types import Document, Retrieved
 from tests.reliability.cases import StrategyCase, synthetic_documents, wiring_embedder
 

@@ -45,8 +45,8 @@ def _write(folder: Path, files: dict[str, str | None]) -> None:
 
 def _contents(index: Path) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
     """The live (id, text) rows of the saved index, and those of its Chroma collection."""
-    from core.indexing import load_index_dir
-    from core.sources import read_sources
+    from core.app.indexing import load_index_dir
+    from core.app.sources import read_sources
     from tests.reliability.cases import wiring_embedder
     from tests.reliability.update_killer import offline_models
 

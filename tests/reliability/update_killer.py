@@ -87,7 +87,7 @@ def main(argv: list[str]) -> int:
     stage, args = argv[0], argv[2:]
     if stage != "none" and stage not in STAGES:
         raise SystemExit(f"unknown stage {stage!r}; one of {', '.join(STAGES)} or none")
-    from core import cli, indexing
+    from core.app import cli, indexing
     from core.store import ChunkStore
     from core.strategies import lifecycle
 

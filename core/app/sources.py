@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from core.files import DEFAULT_MAX_FILE_MB, sha256_hex
+from core.app.files import DEFAULT_MAX_FILE_MB, sha256_hex
 from core.persist import atomic_write_bytes, json_from_bytes, json_to_bytes
 
 __all__ = [

@@ -199,7 +199,7 @@ def _cmd_bench_table(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from core.demo import run_demo
+    from core.app.demo import run_demo
 
     run_demo(persist_directory=args.persist, k=args.k, depth=args.depth)
     return 0
@@ -243,7 +243,7 @@ def _cmd_bench_reliability(args: argparse.Namespace) -> int:
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
-    from core.indexing import IndexOptions, run_index
+    from core.app.indexing import IndexOptions, run_index
 
     run_index(
         IndexOptions(
@@ -265,14 +265,14 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
-    from core.querying import run_query
+    from core.app.querying import run_query
 
     run_query(args.index, args.question, k=args.k, filter_json=args.filter, as_json=args.json)
     return 0
 
 
 def _add_index_and_query(sub: Any) -> None:
-    from core.files import DEFAULT_MAX_FILE_MB
+    from core.app.files import DEFAULT_MAX_FILE_MB
 
     index = sub.add_parser(
         "index",
@@ -603,8 +603,8 @@ def _add_examples(parser: argparse.ArgumentParser, sub: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bridge-rag`` command."""
-    from core.indexing import CommandError
-    from core.terminal import strip_terminal_controls
+    from core.app.indexing import CommandError
+    from core.app.terminal import strip_terminal_controls
     from core.writer_lock import CatchUpError, IndexLockedError
 
     args = build_parser().parse_args(argv)

@@ -3,8 +3,8 @@
 What both adapter packages need and neither framework provides: splitting a constructor's
 keyword arguments into the retriever's own fields and the strategy's settings, checking
 that a named retriever wraps its own strategy, and reading the collection behind a
-framework's Chroma store. The retrievers' lifecycle is in :mod:`core.adapter_lifecycle`,
-the parent-promotion post-processors' shared half in :mod:`core.adapter_promotion`.
+framework's Chroma store. The retrievers' lifecycle is in :mod:`core.adapters.lifecycle`,
+the parent-promotion post-processors' shared half in :mod:`core.adapters.promotion`.
 Nothing here imports LangChain or LlamaIndex.
 """
 

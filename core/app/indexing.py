@@ -5,7 +5,7 @@ strategy, an index directory that already holds an index, or (with ``strict``) o
 unreadable file stop the command before the directory is created. A first build that
 fails midway removes what it created. An update changes only what changed (by the SHA-256 of
 each file), through the strategy contract alone (``load`` / ``delete_documents`` /
-``add_documents``), journalled in ``DIR/sources.json`` (:mod:`core.sources`) so that a crash
+``add_documents``), journalled in ``DIR/sources.json`` (:mod:`core.app.sources`) so that a crash
 at any point is repaired by the next ``--update``.
 """
 
@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from tqdm.auto import tqdm
 
-from core.files import (
+from core.app.files import (
     DEFAULT_MAX_FILE_MB,
     SUPPORTED_SUFFIXES,
     FileScan,
@@ -33,9 +33,9 @@ from core.files import (
     discover_files,
     read_file,
 )
+from core.app.sources import ReadSettings, SourceEntry, SourcesRecord, read_sources, write_sources
+from core.app.terminal import strip_terminal_controls
 from core.persist import CorruptIndexError, index_kind
-from core.sources import ReadSettings, SourceEntry, SourcesRecord, read_sources, write_sources
-from core.terminal import strip_terminal_controls
 from core.types import Document
 from core.writer_lock import owner_gone, owner_known_running, owner_record
 

@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from core.indexing import CommandError, load_index_dir
-from core.sources import read_sources
-from core.terminal import escape_raw_controls, strip_terminal_controls
+from core.app.indexing import CommandError, load_index_dir
+from core.app.sources import read_sources
+from core.app.terminal import escape_raw_controls, strip_terminal_controls
 
 __all__ = [
     "format_results",
