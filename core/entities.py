@@ -7,6 +7,7 @@ names (see :func:`core.text.normalize_entity`), de-duplicated per text in first-
 from __future__ import annotations
 
 import re
+import sys
 import threading
 import warnings
 from collections.abc import Collection, Iterable, Sequence
@@ -65,6 +66,31 @@ def _collect(names: Iterable[str]) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # spaCy
 # ---------------------------------------------------------------------------------------------
+
+
+def import_spacy_without_torch() -> bool:
+    """Imports spaCy without letting thinc import torch, when torch is not imported yet.
+
+    thinc (spaCy's layer library) imports torch when it is installed, to offer its PyTorch
+    wrappers: a second of start-up that the CNN pipelines (``en_core_web_sm``) never use. A
+    process that embeds without torch (``bridge-rag query`` with the index's ONNX copy of its
+    model) calls this before its first spaCy pipeline; torch stays importable afterwards, only
+    thinc's PyTorch layers are off in this process (a transformer pipeline would not load).
+
+    Returns:
+        True when spaCy was imported here without torch; False when spaCy or torch was already
+        imported (nothing done) or spaCy is missing.
+    """
+    if "spacy" in sys.modules or "torch" in sys.modules:
+        return False
+    sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` raises ImportError
+    try:
+        import spacy  # noqa: F401
+    except ImportError:
+        return False
+    finally:
+        del sys.modules["torch"]
+    return True
 
 
 def _load_spacy(model: str, *, need_parser: bool) -> Any:

@@ -23,6 +23,8 @@ import math
 import os
 import re
 import secrets
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -43,6 +45,7 @@ __all__ = [
     "BUILD_CLAIM_TIMEOUT",
     "BUILD_HEARTBEAT",
     "DEFAULT_HNSW",
+    "FORGET_MARKER_PREFIX",
     "SIBLING_TAG",
     "BuildInProgressError",
     "ChunkStore",
@@ -92,6 +95,48 @@ _CLAIM_PID = "bridge_rag_build_pid"  # the builder's process ...
 _CLAIM_HOST = "bridge_rag_build_host"  # ... its host ...
 _CLAIM_PROC = "bridge_rag_build_proc"  # ... and its start time (absent off Linux)
 _REPLACE_ATTEMPTS = 5  # tries when concurrent builds keep replacing a sibling under this one
+
+#: Prefix of the ids :meth:`ChunkStore.forget_deleted` deletes to checkpoint Chroma's HNSW
+#: index (ids no chunk has: the delete of a missing id is a no-op that Chroma still logs).
+FORGET_MARKER_PREFIX = "bridge-rag-forget-"
+
+#: Chroma's default ``hnsw:sync_threshold``: log records between two HNSW checkpoints.
+_SYNC_THRESHOLD = 1000
+
+# What ChunkStore.forget_deleted runs in a child process, with Chroma's data directory as its
+# argument: SQLite's FTS5 "optimize" (the full-text index drops what deleted rows left in its
+# segments), then Chroma's own `chroma vacuum` (prunes the log, runs SQLite's VACUUM), checked
+# by the row Chroma adds to its maintenance_log when the vacuum completed (its CLI reports a
+# failure on stderr, with exit status 0). A child process, because the `chroma` CLI may end
+# its process, and because two copies of SQLite in one process (Python's and Chroma's) must
+# not share a database file: POSIX locks are per process.
+_COMPACT_SCRIPT = """
+import sqlite3, sys
+path = sys.argv[1]
+
+def vacuums():
+    db = sqlite3.connect(path + "/chroma.sqlite3", timeout=30.0, isolation_level=None)
+    try:
+        return db.execute("SELECT count(*) FROM maintenance_log WHERE operation = 'vacuum'").fetchone()[0]
+    finally:
+        db.close()
+
+db = sqlite3.connect(path + "/chroma.sqlite3", timeout=30.0, isolation_level=None)
+try:
+    found = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'embedding_fulltext_search'"
+    ).fetchone()
+    if found:
+        db.execute("INSERT INTO embedding_fulltext_search(embedding_fulltext_search) VALUES ('optimize')")
+finally:
+    db.close()
+before = vacuums()
+import chromadb_rust_bindings
+chromadb_rust_bindings.cli(["chroma", "vacuum", "--path", path, "--force"])
+sys.stdout.flush()
+if vacuums() <= before:
+    sys.exit("chroma vacuum did not complete")
+"""
 
 
 class BuildInProgressError(RuntimeError):
@@ -387,6 +432,7 @@ class ChunkStore:
         self._open_lock = threading.Lock()
         self._claim: dict[str, Any] | None = None  # the build claim of a replaced sibling (see sibling)
         self._added: list[str] | None = None  # the ids added while recording_additions() runs
+        self._index_owned = False  # an index opened this embedded Chroma in its own directory
 
     @property
     def collection(self) -> Any:
@@ -417,7 +463,14 @@ class ChunkStore:
             self._opener = None
 
     @classmethod
-    def deferred(cls, opener: Callable[[], ChunkStore], name: str, location: Mapping[str, Any]) -> ChunkStore:
+    def deferred(
+        cls,
+        opener: Callable[[], ChunkStore],
+        name: str,
+        location: Mapping[str, Any],
+        *,
+        index_owned: bool = False,
+    ) -> ChunkStore:
         """A store whose collection is opened by ``opener`` on first use, not now.
 
         A loaded index answers queries from its own files, so a worker that only queries never
@@ -428,9 +481,11 @@ class ChunkStore:
             opener: Opens the store (e.g. ``lambda: ChunkStore.persistent(path, name, create=False)``).
             name: The collection's name.
             location: Where it lives (see :attr:`location`).
+            index_owned: See :attr:`index_owned`.
         """
         store = cls(None)
         store._opener, store._name, store._location = opener, name, dict(location)
+        store._index_owned = index_owned
         return store
 
     # ----------------------------------------------------------------- constructors
@@ -477,6 +532,7 @@ class ChunkStore:
         *,
         create: bool = True,
         hnsw: Mapping[str, Any] | None = None,
+        index_owned: bool = False,
     ) -> ChunkStore:
         """Opens (or creates) a collection in an embedded, on-disk Chroma.
 
@@ -487,6 +543,8 @@ class ChunkStore:
                 one is an error.
             hnsw: HNSW settings merged over :data:`DEFAULT_HNSW`; only used when the
                 collection is created (an existing collection keeps its own).
+            index_owned: The Chroma is an index's own (see :attr:`index_owned`): set by the
+                strategies for the one under their persist directory, not by an app.
 
         Returns:
             The store.
@@ -507,7 +565,9 @@ class ChunkStore:
             )
         client = chromadb.PersistentClient(path=str(directory), settings=settings)
         location = {"kind": "persistent", "path": str(directory)}
-        return cls._open(client, collection_name, create=create, hnsw=hnsw, location=location)
+        store = cls._open(client, collection_name, create=create, hnsw=hnsw, location=location)
+        store._index_owned = index_owned
+        return store
 
     @classmethod
     def http(
@@ -845,6 +905,19 @@ class ChunkStore:
         )
 
     @property
+    def index_owned(self) -> bool:
+        """Whether an index opened this embedded Chroma inside its own directory, and so owns it.
+
+        True for the Chroma a strategy opens itself under its persist directory
+        (``persist_directory/chroma``: a ``from_documents`` build given no store, a ``load``
+        given none, ``bridge-rag index`` with embedded Chroma). After a save that followed a
+        delete, such an index has :meth:`forget_deleted` compact it. False for every store an
+        app passes in (embedded, a server, in memory): the app owns it, and its files are left
+        as Chroma keeps them.
+        """
+        return self._index_owned
+
+    @property
     def is_deferred(self) -> bool:
         """True for a :meth:`deferred` store whose collection is not open yet."""
         return self._collection is None and self._opener is not None
@@ -1018,6 +1091,99 @@ class ChunkStore:
         ids = self._ids_where(dict(where))
         self.delete(ids)
         return len(ids)
+
+    def forget_deleted(self) -> None:
+        """Makes Chroma's own files forget the rows deleted from this collection.
+
+        After :meth:`delete`, the rows are gone from every query and ``get``, but an embedded
+        Chroma (1.5) keeps copies in its files: its write-ahead log (the ``embeddings_queue``
+        table of ``chroma.sqlite3``) keeps each added row (text, metadata, vector) until the
+        collection's HNSW index is checkpointed past it, which happens every
+        ``hnsw:sync_threshold`` writes (1,000 by default), and the delete's own log record
+        names the ids; SQLite keeps deleted bytes in free pages; the full-text index
+        (``embedding_fulltext_search*``) keeps the trigrams of deleted texts in its segments;
+        the HNSW id map (``index_metadata.pickle``) keeps the ids until the next checkpoint.
+        This uses Chroma's own means, in three steps:
+
+        1. It deletes ``sync_threshold`` ids that no chunk has (:data:`FORGET_MARKER_PREFIX`):
+           no-ops that Chroma logs, so it checkpoints the HNSW index (its id map is rewritten
+           without the deleted ids) and prunes its log up to there. The log keeps one record,
+           the last of those ids. This is Chroma's routine checkpoint, the one every
+           ``sync_threshold`` writes trigger anyway.
+        2. In a child process, SQLite's FTS5 ``optimize`` merges the full-text index into one
+           segment, which drops what deleted rows left there (one SQLite transaction).
+        3. There too, Chroma's ``chroma vacuum --path DIR --force``: prunes the log again and
+           runs SQLite's ``VACUUM``, which rewrites the database without free pages (one
+           transaction: an interrupted vacuum is rolled back on the next open).
+
+        What stays: the HNSW binary files (``<segment uuid>/data_level0.bin``) keep, for each
+        deleted vector, its unit-normalised float32 copy, marked deleted: no query or ``get``
+        returns it, no id names it, and Chroma offers no way to compact it (a deleted
+        collection's folder stays too): only a rebuild into a new Chroma directory drops it.
+
+        A process killed during steps 2 or 3 leaves the database whole (Chroma rolls an
+        interrupted vacuum back when it next opens it); only the compaction is left undone. The
+        vacuum blocks this Chroma's reads and writes while it runs, and its time grows with the
+        database (0.1 to 0.3 s for a 500-chunk index). Run it when no other process uses this
+        Chroma directory (an index does it under its writer lock).
+
+        Raises:
+            ValueError: This is not an embedded, on-disk Chroma (a server's collection, an
+                in-memory one): run it where the data lives, against its directory.
+            RuntimeError: The compaction failed (the database was locked by another process,
+                say); the collection is intact, the rows stay deleted, and a later call
+                finishes the job.
+        """
+        directory = self._data_directory()
+        if directory is None:
+            raise ValueError(
+                f"forget_deleted() needs an embedded, on-disk Chroma; {self!r} is not one: compact "
+                "it where its files are (ChunkStore.persistent(path, name).forget_deleted() with "
+                "the server stopped)"
+            )
+        self._checkpoint()
+        done = subprocess.run(
+            [sys.executable, "-c", _COMPACT_SCRIPT, str(directory)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            said = " ".join(f"{done.stdout}\n{done.stderr}".split())[-800:]
+            raise RuntimeError(
+                f"could not compact the Chroma files in {str(directory)!r} (exit status "
+                f"{done.returncode}: {said}); the deleted rows are gone from the collection, but "
+                "Chroma's files may still hold copies until forget_deleted() succeeds: run it "
+                "again when no other process uses that Chroma"
+            )
+
+    def _data_directory(self) -> Path | None:
+        """The data directory of an embedded, on-disk Chroma behind this store; None: not one."""
+        if self._location.get("kind") == "persistent":
+            return Path(str(self._location["path"]))
+        if self._location.get("kind") != "collection":
+            return None
+        settings = _client_settings(self.collection)
+        remote = settings is not None and "fastapi" in str(settings.chroma_api_impl).lower()
+        if settings is None or not settings.is_persistent or remote:
+            return None
+        return Path(str(settings.persist_directory)).absolute()
+
+    def _checkpoint(self) -> None:
+        """Has Chroma checkpoint this collection's HNSW index: ``sync_threshold`` no-op deletes.
+
+        Chroma counts every log record it applies to the index (a delete of a missing id
+        included) and checkpoints once the count reaches the threshold.
+        """
+        config = getattr(self.collection, "configuration_json", None) or {}
+        configured = (config.get("hnsw") or {}).get("sync_threshold")
+        count = max(configured if isinstance(configured, int) else 0, _SYNC_THRESHOLD)
+        token = secrets.token_hex(8)
+        markers = [f"{FORGET_MARKER_PREFIX}{token}-{i}" for i in range(count)]
+        if self.existing(markers):  # never a chunk's: a delete must not take a row
+            raise RuntimeError(f"the collection {self.name!r} holds ids of the form {markers[0]!r}")
+        for start, end in _batches(count, self._batch_size()):
+            self.collection.delete(ids=markers[start:end])
 
     # ----------------------------------------------------------------- reading
 

@@ -6,7 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BuildReport", "Chunk", "Document", "Retrieved"]
+__all__ = ["TITLE_FROM_FILE_NAME", "BuildReport", "Chunk", "Document", "Retrieved"]
+
+#: Metadata key marking a ``title`` that is only the file's name (``bridge-rag index`` gives a
+#: text without a title its file's stem): shown as the title, never taken for what the
+#: document is about, so ``report-44`` never becomes an entity.
+TITLE_FROM_FILE_NAME = "title_from_file_name"
 
 
 @dataclass(frozen=True)

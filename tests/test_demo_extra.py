@@ -36,7 +36,7 @@ sys.exit(code)
 
 def test_the_demo_extra_names_what_the_readme_says() -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert extras["demo"][0] == "bridge-rag[models,store,sparse,langchain,llama-index]"
+    assert extras["demo"][0] == "bridge-rag[models,store,sparse,serve,langchain,llama-index]"
     readme = (ROOT / "README.md").read_text()
     assert "pip install '.[demo]' && .venv/bin/bridge-rag demo" in readme
 
@@ -53,6 +53,20 @@ def test_the_demo_needs_none_of_the_other_extras() -> None:
     summary = re.search(r"(\d+) questions: answer in the top 3 for (\d+)", out.stdout)
     assert summary is not None, out.stdout[-2000:]
     assert int(summary.group(2)) >= int(summary.group(1)) - 2
+    # every miss is named with what came back instead, and the build's times add up
+    misses = re.findall(r"^missed: .+ \(answer .+\); returned instead: .+$", out.stdout, flags=re.MULTILINE)
+    assert len(misses) == int(summary.group(1)) - int(summary.group(2)), out.stdout[-2000:]
+    times = re.search(
+        r"built in ([\d.]+) s: ([\d.]+) s loading the embedding model, ([\d.]+) s in the build steps below, "
+        r"([\d.]+) s loading spaCy and opening Chroma",
+        out.stdout,
+    )
+    assert times is not None, out.stdout[:2000]
+    total, *parts = (float(x) for x in times.groups())
+    assert abs(total - sum(parts)) <= 0.15 + 1e-9  # three one-decimal roundings
+    steps = re.search(r"total \(s\)\s+([\d.]+)", out.stdout)
+    assert steps is not None
+    assert abs(float(steps.group(1)) - parts[1]) <= 0.06
     assert "IMPORTED []" in out.stdout, out.stdout[-500:]
 
 

@@ -267,7 +267,21 @@ def _cmd_index(args: argparse.Namespace) -> int:
 def _cmd_query(args: argparse.Namespace) -> int:
     from core.app.querying import run_query
 
+    if args.question is None and sys.stdin.isatty():
+        print(
+            "bridge-rag query: reading questions from standard input, one a line (Ctrl-D ends)",
+            file=sys.stderr,
+        )
     run_query(args.index, args.question, k=args.k, filter_json=args.filter, as_json=args.json)
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from core.app.serve import run_server
+
+    run_server(
+        args.index, args.host, args.port, max_k=args.max_k, threads=args.threads, access_log=args.access_log
+    )
     return 0
 
 
@@ -337,14 +351,50 @@ def _add_index_and_query(sub: Any) -> None:
         "query",
         help="ask an index built by `bridge-rag index`",
         description="Retrieve the best chunks for a question from an index directory, with how each was "
-        "found (the strategy's provenance).",
+        "found (the strategy's provenance). Without a QUESTION, questions are read from standard input, one "
+        "a line, and each answer is printed as it comes (--json: one JSON object a line): the index and the "
+        "models are loaded once for all of them. A cold start takes about a second: the index keeps an ONNX "
+        "copy of its embedding model, so no torch is imported; `bridge-rag serve` keeps the index loaded "
+        "for other programs.",
     )
     query.add_argument("index", metavar="DIR", help="the index directory")
-    query.add_argument("question", help="the question or search text")
+    query.add_argument(
+        "question",
+        nargs="?",
+        help="the question or search text (none: one question a line on standard input)",
+    )
     query.add_argument("-k", type=_positive_int, default=5, help="results (default 5)")
     query.add_argument("--filter", help='a Chroma where-filter as JSON, e.g. \'{"source": "notes/a.md"}\'')
     query.add_argument("--json", action="store_true", help="print one JSON document instead")
     query.set_defaults(func=_cmd_query)
+
+    serve = sub.add_parser(
+        "serve",
+        help="serve an index built by `bridge-rag index` over HTTP (POST /retrieve, GET /health)",
+        description="Keep an index directory loaded and answer POST /retrieve with JSON "
+        '{"query": "...", "k": 5, "filter": {...}} (the answer of `query --json`) and GET /health. '
+        "The server follows the index: what `bridge-rag index --update` saves is served without a "
+        "restart. It listens on the loopback address unless --host says otherwise; it has no "
+        "authentication. Needs the [serve] extra.",
+    )
+    serve.add_argument("index", metavar="DIR", help="the index directory")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0: any free one)")
+    serve.add_argument(
+        "--max-k", type=_positive_int, default=100, help="most results one request may ask for (default 100)"
+    )
+    serve.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=1,
+        help="threads that run queries (default 1: one query at a time, the fastest on a few cores)",
+    )
+    serve.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log every request (uvicorn's access log, on standard output)",
+    )
+    serve.set_defaults(func=_cmd_serve)
 
 
 def _out_and_run(parser: argparse.ArgumentParser, func: Callable[[argparse.Namespace], int]) -> None:
@@ -567,6 +617,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "query": (
         'bridge-rag query my-index "Who founded the Halden Institute?" -k 3',
         'bridge-rag query my-index "Who founded it?" --filter \'{"tenant": "acme"}\' --json',
+    ),
+    "serve": (
+        "bridge-rag serve my-index",
+        "bridge-rag serve my-index --port 8080 --max-k 20",
     ),
     "bench": (
         "bridge-rag bench ../shared/data/musique --out musique.json --plot musique.png",

@@ -8,7 +8,10 @@ line: ``text`` required, optional ``id`` and ``title``, every other key is metad
 Every document's id comes from its path relative to the path it was found under (a folder
 argument: relative to that folder; a file argument: its name), with POSIX separators; a
 ``.jsonl`` line's id is its ``id`` if given, else ``relpath#lineN``. Every document carries the
-metadata ``source`` (that relative path), ``title`` and ``content_sha256`` (of its text).
+metadata ``source`` (that relative path), ``title`` and ``content_sha256`` (of its text). A
+document without a title of its own (a ``.txt`` file, a ``.md`` file without a heading line)
+gets its file's stem as its title, marked ``title_from_file_name``: shown, but never taken
+for what the document is about (an entity).
 
 Only regular files are read. Hidden entries of a folder (``.git``, ...) are left out, and so,
 each with a reason for a warning (:class:`SkippedPath`), are FIFOs, sockets and devices (never
@@ -39,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from core.types import Document
+from core.types import TITLE_FROM_FILE_NAME, Document
 
 __all__ = [
     "DEFAULT_MAX_FILE_MB",
@@ -73,7 +76,18 @@ PDF_INSTALL_HINT = "pip install 'bridge-rag[pdf]'"
 #: Keys of a ``.jsonl`` line that are not copied into metadata: the fields read separately and
 #: the per-chunk keys the strategies write themselves.
 RESERVED_JSONL_KEYS = frozenset(
-    {"text", "id", "title", "source", "content_sha256", "doc_id", "chunk_order", "start_index", "end_index"}
+    {
+        "text",
+        "id",
+        "title",
+        "source",
+        "content_sha256",
+        "doc_id",
+        "chunk_order",
+        "start_index",
+        "end_index",
+        TITLE_FROM_FILE_NAME,
+    }
 )
 
 _HEADING_RE = re.compile(r"^#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
@@ -449,9 +463,14 @@ def _decode(path: Path, data: bytes) -> str:
         ) from None
 
 
-def _metadata(source: str, title: str, text: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def _metadata(
+    source: str, title: str | None, text: str, stem: str, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A document's metadata; without a ``title``, the file's ``stem`` is its title, marked as only that."""
     meta = {k: v for k, v in (extra or {}).items() if k not in RESERVED_JSONL_KEYS}
-    meta.update(source=source, title=title, content_sha256=sha256_hex(text))
+    meta.update(source=source, title=title or stem, content_sha256=sha256_hex(text))
+    if not title:
+        meta[TITLE_FROM_FILE_NAME] = True
     return meta
 
 
@@ -459,8 +478,8 @@ def _read_text(file: SourceFile, data: bytes) -> list[Document]:
     text = _decode(file.path, data)
     if not text.strip():
         return []
-    title = (markdown_title(text) if file.path.suffix.lower() == ".md" else None) or file.path.stem
-    return [Document(text=text, id=file.source, metadata=_metadata(file.source, title, text))]
+    title = markdown_title(text) if file.path.suffix.lower() == ".md" else None
+    return [Document(text=text, id=file.source, metadata=_metadata(file.source, title, text, file.path.stem))]
 
 
 def _read_jsonl(file: SourceFile, data: bytes) -> list[Document]:
@@ -488,8 +507,10 @@ def _read_jsonl(file: SourceFile, data: bytes) -> list[Document]:
             )
         ids[doc_id] = number
         raw_title = row.get("title")
-        title = str(raw_title) if raw_title not in (None, "") else file.path.stem
-        docs.append(Document(text=text, id=doc_id, metadata=_metadata(file.source, title, text, row)))
+        title = str(raw_title) if raw_title not in (None, "") else None
+        docs.append(
+            Document(text=text, id=doc_id, metadata=_metadata(file.source, title, text, file.path.stem, row))
+        )
     return docs
 
 
@@ -514,7 +535,7 @@ def _read_pdf(file: SourceFile, data: bytes) -> list[Document]:
         raise UnreadableFileError(
             file.path, "the PDF has no extractable text (a scanned PDF needs OCR first)"
         )
-    return [Document(text=text, id=file.source, metadata=_metadata(file.source, file.path.stem, text))]
+    return [Document(text=text, id=file.source, metadata=_metadata(file.source, None, text, file.path.stem))]
 
 
 #: Flags that open a file for reading without ever blocking (a FIFO swapped in after the scan).

@@ -14,9 +14,11 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
+import os
 import shutil
 import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +36,7 @@ from core.app.files import (
     read_file,
 )
 from core.app.sources import ReadSettings, SourceEntry, SourcesRecord, read_sources, write_sources
-from core.app.terminal import strip_terminal_controls
+from core.app.terminal import plural, strip_terminal_controls
 from core.persist import CorruptIndexError, index_kind
 from core.types import Document
 from core.writer_lock import owner_gone, owner_known_running, owner_record
@@ -150,7 +152,8 @@ class IndexSummary:
     def line(self) -> str:
         """The one-line summary the command ends with."""
         return (
-            f"{self.files_read} files read; {self.indexed} documents indexed ({self.added} added, "
+            f"{plural(self.files_read, 'file')} read; {plural(self.indexed, 'document')} indexed "
+            f"({self.added} added, "
             f"{self.changed} changed, {self.deleted} deleted, {self.unchanged} unchanged); "
             f"{self.skipped} skipped, {self.failed} failed; {self.seconds:.1f} s"
         )
@@ -240,7 +243,7 @@ def read_inputs(
     for message in scan.warnings():
         warn(message)
     if not scan.files:
-        others = f" ({len(scan.skipped)} other files skipped)" if scan.skipped else ""
+        others = f" ({plural(len(scan.skipped), 'other file')} skipped)" if scan.skipped else ""
         raise NoFilesError(
             f"no {', '.join(SUPPORTED_SUFFIXES)} files under {', '.join(map(repr, paths))}{others}; "
             "point at the folders that hold your documents" + (" or change --glob" if globs else "")
@@ -399,6 +402,8 @@ def run_index(options: IndexOptions, *, out: TextIO | None = None, err: TextIO |
     t0 = time.perf_counter()
     out = out or sys.stdout
     err = err or sys.stderr
+    if not _progress(options):  # quiet: also the model loader's bar (read when transformers is imported)
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     index_dir = Path(options.index_dir)
     if index_dir.exists() and not index_dir.is_dir():
         raise CommandError(f"--index {str(index_dir)!r} is a file; give a directory")
@@ -426,7 +431,8 @@ def _checked_read(
     if read.failures and options.strict:
         names = "; ".join(str(f) for f in read.failures)
         raise CommandError(
-            f"--strict: {len(read.failures)} file(s) cannot be read, nothing was written: {names}; fix or "
+            f"--strict: {plural(len(read.failures), 'file')} cannot be read, nothing was written: {names}; "
+            "fix or "
             "remove them, or run without --strict to index the others"
         )
     return read
@@ -474,8 +480,6 @@ def _already_indexed(index_dir: Path) -> str | None:
 def _build(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
     if not options.paths:
         raise CommandError("give the files or folders to index (PATH...)")
-    if options.strategy is None:
-        _say(err, f"bridge-rag index: no --strategy given: building {DEFAULT_STRATEGY} (Bridge-RAG)")
     cls = _strategy_class(options.strategy or DEFAULT_STRATEGY)
     why = _already_indexed(index_dir)
     if why is not None:
@@ -483,13 +487,14 @@ def _build(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
             f"{index_dir} {why}; add --update to bring it up to date with your files, "
             "or choose another --index"
         )
+    check_index_outside(index_dir, options.paths)
     reading = options.reading(None)
     read = _checked_read(options, reading, options.paths, err)
     docs = read.documents
     if not docs:
         raise CommandError(
-            f"no documents to index: {len(read.failures)} file(s) cannot be read and "
-            f"{len(read.empty)} hold no text; nothing was written"
+            f"no documents to index: {plural(len(read.failures), 'file')} cannot be read and "
+            f"{plural(len(read.empty), 'file')} without text; nothing was written"
         )
     store = _http_store(options, options.collection or f"{cls.name}_rag")
     if store is not None and store.count() > 0:
@@ -498,6 +503,8 @@ def _build(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
             f"{store.count():,} items; choose another --collection, update its index with --update, or "
             "delete the collection if an interrupted build left it"
         )
+    if options.strategy is None:  # only now: every check that refuses the build has passed
+        _say(err, f"bridge-rag index: no --strategy given: building {DEFAULT_STRATEGY} (Bridge-RAG)")
     roots = sorted({str(f.file.root) for f in read.files})
     plan = plan_update({}, read.files, set())
     record = SourcesRecord(
@@ -541,6 +548,7 @@ def _build(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
             _take_back_quietly(store, written)
             _remove_created(index_dir, created, before)
             raise
+    export_query_embedder(rag, index_dir, docs, err, announce=_progress(options))
     return _summary(plan, read)
 
 
@@ -597,10 +605,58 @@ def not_an_index(index_dir: Path, what: str = "") -> CommandError:
             "(save()), not by `bridge-rag index`; open it in Python with that strategy's load(), or "
             "build a command-line index into another --index"
         )
+    if _holds_documents(index_dir):  # the documents folder itself: the index goes beside it
+        place = suggested_index_dir(index_dir)
+        return CommandError(
+            f"{index_dir} is not a bridge-rag index{what}: it holds documents; index them into a "
+            f"directory of its own with `bridge-rag index {index_dir} --index {place}`, then ask "
+            f"`bridge-rag query {place} ...`"
+        )
     return CommandError(
         f"{index_dir} is not a bridge-rag index{what}; build one with "
         f"`bridge-rag index PATH --index {index_dir}`"
     )
+
+
+def suggested_index_dir(documents: Path) -> Path:
+    """Where to index a documents folder: beside it, never inside it (``notes`` -> ``notes-index``)."""
+    name = documents.resolve().name or "documents"
+    return documents.parent / f"{name}-index" if documents.name else Path(f"{name}-index")
+
+
+def _holds_documents(directory: Path, limit: int = 200) -> bool:
+    """Whether a supported document file is among the first ``limit`` entries under ``directory``."""
+    try:
+        for seen, path in enumerate(directory.rglob("*")):
+            if seen >= limit:
+                return False
+            if path.suffix.lower() in SUPPORTED_SUFFIXES and path.is_file():
+                return True
+    except OSError:
+        return False
+    return False
+
+
+def check_index_outside(index_dir: Path, paths: Sequence[str | Path]) -> None:
+    """Refuses an index directory inside (or equal to) a folder being indexed.
+
+    Its files (``chroma/``, ``sources.json``, the model's copy) would sit among the user's
+    documents, and the next ``--update`` would read them.
+
+    Raises:
+        CommandError: ``index_dir`` is one of ``paths`` or inside one; the message names a place beside it.
+    """
+    where = index_dir.resolve()
+    for path in paths:
+        folder = Path(path)
+        if not folder.is_dir():
+            continue
+        root = folder.resolve()
+        if where == root or root in where.parents:
+            raise CommandError(
+                f"--index {index_dir} is inside the folder {path} being indexed: the index's files would "
+                f"sit among your documents; put it beside them, e.g. --index {suggested_index_dir(folder)}"
+            )
 
 
 def _check_saved(index_dir: Path, name: str, record: SourcesRecord | None) -> None:
@@ -626,8 +682,22 @@ def _check_saved(index_dir: Path, name: str, record: SourcesRecord | None) -> No
     raise not_an_index(index_dir)
 
 
-def load_index_dir(index_dir: Path, record: SourcesRecord | None, store: Any = None) -> Any:
-    """Loads the strategy saved in ``index_dir`` (without following later saves).
+def load_index_dir(
+    index_dir: Path,
+    record: SourcesRecord | None,
+    store: Any = None,
+    *,
+    follow: bool = False,
+    embedder: Any = None,
+) -> Any:
+    """Loads the strategy saved in ``index_dir``.
+
+    Args:
+        index_dir: The index directory.
+        record: Its sources record (None: none).
+        store: The store to open it over (None: the one its manifest names).
+        follow: Pick up later saves (a server); by default the index is read once.
+        embedder: The query embedder (None: the model the index was built with).
 
     Raises:
         CommandError: ``index_dir`` holds no saved index, or only an interrupted first build.
@@ -637,9 +707,11 @@ def load_index_dir(index_dir: Path, record: SourcesRecord | None, store: Any = N
         raise not_an_index(index_dir)
     _check_saved(index_dir, name, record)
     cls = _strategy_class(name)
-    kwargs = _load_kwargs(cls)
+    kwargs = {} if follow else _load_kwargs(cls)
     if store is not None:
         kwargs["store"] = store
+    if embedder is not None:
+        kwargs["embedder"] = embedder
     return cls.load(index_dir, **kwargs)
 
 
@@ -699,6 +771,7 @@ def _update(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary
     paths = list(options.paths) or (record.roots if record is not None else [])
     if not paths:
         raise CommandError(f"{index_dir} has no record of the files it indexed; give them (PATH...)")
+    check_index_outside(index_dir, paths)
     reading = options.reading(record.reading if record is not None else None)
     _say_recorded(options, reading, err)
     try:
@@ -722,6 +795,8 @@ def _update(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary
     base = record or SourcesRecord(name, [], {}, "complete", _store_json(options, options.collection))
     final = SourcesRecord(name, sorted(roots), plan.entries, "complete", base.store, reading)
     if plan.empty and final == record:
+        if not _has_query_embedder(index_dir):  # an index from before the copy, or a damaged copy
+            _export_only(index_dir, record, options, err)
         return _summary(plan, read)  # nothing to write: no other update's record is touched
     store = _http_store(options, options.collection or str(base.store.get("collection") or f"{name}_rag"))
     rag = _open_for_update(index_dir, record, store)  # before the journal: a refusal writes nothing
@@ -736,7 +811,55 @@ def _update(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary
         write_sources(index_dir, final)  # under the lock: an update waiting on it never reads our journal
     finally:
         _close(rag)
+    export_query_embedder(rag, index_dir, plan.add, err, announce=_progress(options))
     return _summary(plan, read)
+
+
+def _export_only(index_dir: Path, record: SourcesRecord | None, options: IndexOptions, err: TextIO) -> None:
+    """Writes the ONNX copy of an index whose documents are up to date (the record is not touched)."""
+    rag = load_index_dir(index_dir, record)
+    try:
+        export_query_embedder(rag, index_dir, [], err, announce=_progress(options))
+    finally:
+        _close(rag)
+
+
+def _has_query_embedder(index_dir: Path) -> bool:
+    """Whether the index's ONNX copy of its model is there and whole (an update writes it again if not)."""
+    from core.onnx_embed import load_onnx_embedder
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return load_onnx_embedder(index_dir, quiet=True) is not None
+
+
+#: Documents whose first characters the ONNX copy must embed as the model does.
+_PROBE_DOCS = 8
+_PROBE_CHARS = 2000
+
+
+def export_query_embedder(
+    rag: Any, index_dir: Path, docs: Sequence[Document], err: TextIO, *, announce: bool = False
+) -> None:
+    """Writes (or keeps) the index's ONNX copy of its embedding model, for fast cold queries.
+
+    Checked against the model on a few of ``docs`` (see :mod:`core.onnx_embed`). When the model
+    cannot be exported, ``bridge-rag query`` loads it itself, as before: a note says why.
+    ``announce``: say so first (the stage lines of a build with progress).
+    """
+    from core.onnx_embed import export_onnx
+
+    if announce and not _has_query_embedder(index_dir):
+        _say(err, "bridge-rag: exporting the embedding model to ONNX for fast queries ...")
+    probes = [d.text[:_PROBE_CHARS] for d in docs[:_PROBE_DOCS]]
+    try:
+        why = export_onnx(getattr(rag, "embedder", None), index_dir, probes=probes)
+    except Exception as exc:  # an exporter failure costs speed, never the index
+        why = f"the export failed ({type(exc).__name__}: {exc})"
+    if why is not None:
+        _say(
+            err, f"bridge-rag index: note: queries will load the embedding model itself (slower start): {why}"
+        )
 
 
 def _summary(plan: UpdatePlan, read: ReadResult) -> IndexSummary:

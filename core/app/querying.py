@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from core.app.indexing import CommandError, load_index_dir
 from core.app.sources import read_sources
-from core.app.terminal import escape_raw_controls, strip_terminal_controls
+from core.app.terminal import escape_raw_controls, plural, strip_terminal_controls
 
 __all__ = [
     "format_results",
@@ -146,7 +146,7 @@ def _trimmed(text: str) -> list[str]:
 def format_results(query: str, strategy: str, results: Sequence[Any], keys: frozenset[str]) -> str:
     """The human-readable answer of ``bridge-rag query``, without terminal controls (see the module)."""
     clean = strip_terminal_controls
-    lines = [f"{len(results)} results from {clean(strategy)} for {clean(query)!r}"]
+    lines = [f"{plural(len(results), 'result')} from {clean(strategy)} for {clean(query)!r}"]
     for rank, r in enumerate(results, start=1):
         meta = r.metadata
         where = clean(str(meta.get("source", r.id)))
@@ -161,16 +161,15 @@ def format_results(query: str, strategy: str, results: Sequence[Any], keys: froz
     return "\n".join(lines)
 
 
-def results_json(query: str, strategy: str, k: int, results: Sequence[Any]) -> str:
-    r"""The ``--json`` answer.
+def results_document(query: str, strategy: str, k: int, results: Sequence[Any]) -> dict[str, Any]:
+    """The answer as a JSON-safe mapping: ``{"query", "strategy", "k", "results": [...]}``.
 
-    ``{"query", "strategy", "k", "results": [{"id", "score", "text", "metadata"}]}``, metadata
-    made JSON-safe. Every character is kept: the control characters are written as ``\u``
-    escapes (DEL, C1 and bidi controls too, which :func:`json.dumps` leaves raw), so no terminal acts on them.
+    Each result is ``{"id", "score", "text", "metadata"}`` with its provenance in the metadata,
+    as ``bridge-rag query --json`` prints it and ``bridge-rag serve`` returns it.
     """
     from core.strategies.common import jsonable
 
-    doc = {
+    return {
         "query": query,
         "strategy": strategy,
         "k": k,
@@ -179,19 +178,96 @@ def results_json(query: str, strategy: str, k: int, results: Sequence[Any]) -> s
             for r in results
         ],
     }
-    return escape_raw_controls(json.dumps(doc, ensure_ascii=False, indent=2))
+
+
+def results_json(query: str, strategy: str, k: int, results: Sequence[Any], *, indent: int | None = 2) -> str:
+    r"""The ``--json`` answer (:func:`results_document` as text).
+
+    Every character is kept: the control characters are written as ``\u`` escapes (DEL, C1
+    and bidi controls too, which :func:`json.dumps` leaves raw), so no terminal acts on them.
+    ``indent=None`` writes it on one line (one answer a line when questions come from standard input).
+    """
+    doc = results_document(query, strategy, k, results)
+    return escape_raw_controls(json.dumps(doc, ensure_ascii=False, indent=indent))
+
+
+class OpenIndex:
+    """An index directory opened once for many questions (``query`` from standard input, ``serve``).
+
+    Attributes:
+        directory: The index directory.
+        rag: The loaded strategy.
+        name: The strategy's name (``bridge``, ``umg``, ``bubble``).
+        keys: The provenance keys a person's answer shows.
+    """
+
+    def __init__(self, index_dir: str | Path, *, follow: bool = False) -> None:
+        """Opens the index saved in ``index_dir``.
+
+        Args:
+            index_dir: A directory built by ``bridge-rag index``.
+            follow: Pick up what later saves write (``--update``, another writer), as a
+                long-running server must; a one-shot command reads the index once.
+
+        Raises:
+            CommandError: ``index_dir`` is not an index.
+        """
+        from core.strategies.base import COMMON_PROVENANCE_KEYS
+
+        self.directory = Path(index_dir)
+        record = read_sources(self.directory) if self.directory.is_dir() else None
+        from core.onnx_embed import load_onnx_embedder
+
+        embedder = load_onnx_embedder(self.directory) if self.directory.is_dir() else None
+        self.rag = load_index_dir(self.directory, record, follow=follow, embedder=embedder)
+        if embedder is not None and getattr(self.rag, "queries_use_spacy", False):
+            from core.entities import import_spacy_without_torch
+
+            import_spacy_without_torch()  # nothing here needs torch: a second less of start-up
+        self.name = str(getattr(self.rag, "name", record.strategy if record else "?"))
+        self.keys = COMMON_PROVENANCE_KEYS | frozenset(getattr(self.rag, "provenance_keys", frozenset()))
+
+    def retrieve(self, query: str, *, k: int, where: Mapping[str, Any] | None = None) -> list[Any]:
+        """The top ``k`` results for ``query`` (``where``: a checked Chroma where-filter).
+
+        Raises:
+            CommandError: The question is empty or ``k`` is below 1.
+        """
+        if k < 1:
+            raise CommandError(f"-k must be at least 1, got {k}")
+        if not query.strip():
+            raise CommandError("the question is empty; pass the text to search for")
+        options: dict[str, Any] = {} if where is None else {"filter": dict(where)}
+        return list(self.rag.retrieve(query, k=k, **options))
+
+    def close(self) -> None:
+        """Stops following the index and releases what the strategy holds open."""
+        close = getattr(self.rag, "close", None)
+        if callable(close):
+            close()
+
+    def __enter__(self) -> OpenIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def run_query(
     index_dir: str,
-    query: str,
+    query: str | None,
     *,
     k: int,
     filter_json: str | None = None,
     as_json: bool = False,
     out: TextIO | None = None,
+    questions: TextIO | None = None,
 ) -> int:
     """Runs ``bridge-rag query`` and prints the results.
+
+    With ``query`` None the questions come from ``questions`` (standard input), one per line,
+    and each answer is printed (and flushed) as it comes: ``--json`` writes one JSON object a
+    line. The index is opened once for all of them; blank lines are skipped.
 
     Returns:
         How many results were printed.
@@ -202,25 +278,29 @@ def run_query(
     out = out or sys.stdout
     if k < 1:
         raise CommandError(f"-k must be at least 1, got {k}")
-    if not query.strip():
+    if query is not None and not query.strip():
         raise CommandError("the question is empty; pass the text to search for")
     where = parse_filter_json(filter_json)
-    directory = Path(index_dir)
-    record = read_sources(directory) if directory.is_dir() else None
-    rag = load_index_dir(directory, record)
-    try:
-        options: dict[str, Any] = {} if where is None else {"filter": where}
-        results = rag.retrieve(query, k=k, **options)
-    finally:
-        close = getattr(rag, "close", None)
-        if callable(close):
-            close()
-    name = str(getattr(rag, "name", record.strategy if record else "?"))
-    from core.strategies.base import COMMON_PROVENANCE_KEYS
-
-    keys = COMMON_PROVENANCE_KEYS | frozenset(getattr(rag, "provenance_keys", frozenset()))
-    print(
-        results_json(query, name, k, results) if as_json else format_results(query, name, results, keys),
-        file=out,
-    )
-    return len(results)
+    printed = 0
+    with OpenIndex(index_dir) as index:
+        if query is not None:
+            results = index.retrieve(query, k=k, where=where)
+            text = (
+                results_json(query, index.name, k, results)
+                if as_json
+                else format_results(query, index.name, results, index.keys)
+            )
+            print(text, file=out)
+            return len(results)
+        for line in questions if questions is not None else sys.stdin:
+            question = line.strip()
+            if not question:
+                continue
+            results = index.retrieve(question, k=k, where=where)
+            if as_json:
+                print(results_json(question, index.name, k, results, indent=None), file=out)
+            else:
+                print(format_results(question, index.name, results, index.keys) + "\n", file=out)
+            out.flush()
+            printed += len(results)
+    return printed

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["BIDI_CONTROLS", "escape_raw_controls", "strip_terminal_controls"]
+__all__ = ["BIDI_CONTROLS", "escape_raw_controls", "plural", "strip_terminal_controls"]
 
 #: ANSI escape sequences, whole: CSI (``ESC [``, parameters, a final byte), the strings OSC,
 #: DCS, SOS, PM and APC (``ESC ]``, ``ESC P``, ``ESC X``, ``ESC ^``, ``ESC _``, up to BEL or
@@ -51,3 +51,14 @@ def escape_raw_controls(json_text: str) -> str:
     JSON strings, where the escape stands for the same character.
     """
     return _JSON_RAW_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)
+
+
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """``"1 document"``, ``"2 documents"``: a count with its noun in the right number.
+
+    Args:
+        count: How many.
+        word: The noun for one.
+        words: The noun for several (default ``word + "s"``).
+    """
+    return f"{count:,} {word if count == 1 else (words or word + 's')}"

@@ -9,11 +9,13 @@ import hashlib
 import json
 import math
 import os
+import sys
 import time
 import uuid
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -80,7 +82,8 @@ def default_store(
     """The store a strategy builds into when the caller gives none.
 
     Without a directory: an in-memory Chroma collection with a unique name (in-memory clients
-    share their data within a process). With one: an embedded Chroma under ``dir/chroma``.
+    share their data within a process). With one: an embedded Chroma under ``dir/chroma``, the
+    index's own (:attr:`core.store.ChunkStore.index_owned`: a delete is compacted out of its files).
 
     Raises:
         FileExistsError: ``dir/index_name`` already holds an index (open it with ``load``).
@@ -94,7 +97,7 @@ def default_store(
             "from_persist_dir) and add documents to it, or choose another persist directory"
         )
     root.mkdir(parents=True, exist_ok=True)
-    return ChunkStore.persistent(root / "chroma", collection_name)
+    return ChunkStore.persistent(root / "chroma", collection_name, index_owned=True)
 
 
 def check_new_index_directory(persist_directory: str | os.PathLike[str], label: str) -> None:
@@ -201,7 +204,9 @@ def store_from_meta(
     """The Chroma collection an index recorded in its manifest, opened on first use.
 
     A loaded index answers queries from its own files; the collection is opened (and chromadb
-    imported) only when the strategy writes to it (:meth:`core.store.ChunkStore.deferred`).
+    imported) only when the strategy writes to it (:meth:`core.store.ChunkStore.deferred`). An
+    embedded Chroma found in the persist directory (``root/chroma``, or beside the index folder)
+    is the index's own (:attr:`core.store.ChunkStore.index_owned`); one recorded elsewhere is not.
 
     Raises:
         FileNotFoundError: The embedded Chroma data is not where it was.
@@ -234,6 +239,7 @@ def store_from_meta(
             lambda: ChunkStore.persistent(path, name, create=False),
             name,
             {"kind": "persistent", "path": str(path.absolute())},
+            index_owned=found in candidates[:2],  # the persist directory's own Chroma, not one elsewhere
         )
     if kind == "persistent":
         raise FileNotFoundError(
@@ -327,9 +333,53 @@ def check_query_vector(vector: Any, dimension: int) -> npt.NDArray[np.float32]:
     return arr
 
 
+#: What a person reads for each timed build step while it runs (see :func:`stage_lines`).
+STAGE_LABELS = {
+    "chunk": "chunking",
+    "embed": "embedding",
+    "store": "storing the chunks in Chroma",
+    "read collection": "reading the collection",
+    "entities": "extracting entities",
+    "abstracts": "structures: writing the abstracts",
+    "filter": "structures: filling the cuckoo filter",
+    "hierarchy": "structures: building the abstract tree",
+    "entity links": "structures: linking entities",
+    "dense index": "structures: building the vector index",
+    "triples": "extracting triples",
+    "graph": "structures: building the graph",
+    "embed graph": "embedding the graph's nodes",
+    "anchor index": "structures: building the anchor index",
+}
+_STAGES: ContextVar[Callable[[str], None] | None] = ContextVar("bridge_rag_stages", default=None)
+
+
+@contextmanager
+def stage_lines(show: bool) -> Iterator[None]:
+    """While the block runs (in this thread), each timed build step announces itself on stderr.
+
+    A build with ``show_progress`` says which stage it is in (chunking, embedding, entities,
+    the structures), beside the bars of the stages that count items; without it, nothing.
+    """
+    if not show:
+        yield
+        return
+
+    def announce(step: str) -> None:
+        tqdm.write(f"bridge-rag: {STAGE_LABELS.get(step, step)} ...", file=sys.stderr)
+
+    token = _STAGES.set(announce)
+    try:
+        yield
+    finally:
+        _STAGES.reset(token)
+
+
 @contextmanager
 def timed(report: BuildReport, step: str) -> Iterator[None]:
-    """Adds the wall time of the block to ``report.seconds[step]``."""
+    """Adds the wall time of the block to ``report.seconds[step]``; announces it (:func:`stage_lines`)."""
+    announce = _STAGES.get()
+    if announce is not None:
+        announce(step)
     t0 = time.perf_counter()
     yield
     report.seconds[step] = report.seconds.get(step, 0.0) + time.perf_counter() - t0

@@ -10,7 +10,9 @@ rest the same way for all of them:
 * a delete removes exactly the rows the caller named (a document id, or the name its chunks
   carry, narrowed by a filter), from Chroma first, then from the index;
 * a save writes the table with the deleted rows' texts, metadata, ids and vectors blanked
-  (:meth:`ChunkTable.to_files`), so no later generation holds them.
+  (:meth:`ChunkTable.to_files`), so no later generation holds them; when the index owns its
+  Chroma (the embedded one under its persist directory), the save then has Chroma's own files
+  forget them too (:meth:`core.store.ChunkStore.forget_deleted`).
 
 The base also builds (:meth:`_build_into`), saves (:meth:`save`: the table's files, the
 strategy's, one manifest) and loads (:meth:`_load_saved`: checks, store, restore, follow).
@@ -51,6 +53,7 @@ from core.strategies.common import (
     jsonable,
     normalise_rows,
     open_index,
+    stage_lines,
     still_belongs,
     store_from_meta,
     timed,
@@ -86,6 +89,7 @@ __all__ = [
     "DEFAULT_SYNC_WAIT",
     "ChunkedIndex",
     "InMemoryStoreWarning",
+    "IncompleteForgetWarning",
     "IndexLifecycle",
     "Synced",
     "retrieve_options_of",
@@ -122,6 +126,14 @@ class InMemoryStoreWarning(UserWarning):
     """A save whose chunks live in an in-memory Chroma collection (reopened only in its process)."""
 
 
+class IncompleteForgetWarning(UserWarning):
+    """A save after a delete could not compact the index's own Chroma files (retried at the next save).
+
+    The delete itself is done and saved: no query, ``get`` or index file returns the rows. Only
+    Chroma's files may still hold copies (see :meth:`core.store.ChunkStore.forget_deleted`).
+    """
+
+
 class IndexLifecycle(Follows):
     """Base of the strategies: :meth:`add_documents`, :meth:`delete_documents` and autosave.
 
@@ -140,6 +152,9 @@ class IndexLifecycle(Follows):
     #: The constructor's models (``llm``, ``entity_extractor``, ...): keywords that
     #: ``from_documents`` / ``from_store`` / ``load`` pass on instead of reading as settings.
     model_options: ClassVar[tuple[str, ...]] = ()
+    #: Whether a query runs a spaCy pipeline by default (BubbleRAG's query concepts), so that
+    #: a process answering queries can import spaCy cheaply up front (see ``bridge-rag query``).
+    queries_use_spacy: ClassVar[bool] = False
 
     store: Any
     embedder: Embedder
@@ -204,7 +219,8 @@ class IndexLifecycle(Follows):
         self._check_writable("add_documents")
         with self._writing():
             self._hold_writer_lock()
-            ids = self._index_documents(docs, first_build=False)
+            with stage_lines(self.show_progress):
+                ids = self._index_documents(docs, first_build=False)
             self._autosave()
         return ids
 
@@ -267,6 +283,7 @@ class IndexLifecycle(Follows):
             same = (text, stored_row_metadata(meta)) == (table.texts[r], stored_row_metadata(indexed))
             if not same and not still_belongs(cid, meta, table.doc_ids[r], flt):
                 kept.add(cid)
+        self._deleted_from_store()
         self.store.delete([cid for cid in row_of if cid not in kept])
         self._drop_rows(rows, from_store=False)
 
@@ -278,6 +295,7 @@ class IndexLifecycle(Follows):
             from_store: Delete them from Chroma first, so a failure there changes nothing (a
                 sync over the app's own collection does not: the app deleted or rewrote them).
         """
+        self._deleted_from_store()
         if from_store:
             self.store.delete([self._table.ids[r] for r in rows])
         with self._changing(), self._lock:
@@ -350,7 +368,10 @@ class IndexLifecycle(Follows):
         The directory gets a new generation (a versioned manifest with a SHA-256 per file);
         a crash during the save leaves the previous generation loadable. After a delete the
         deleted rows are blanked in every file, and older generations (which still hold
-        them) are removed.
+        them) are removed. When the index owns its Chroma
+        (:attr:`core.store.ChunkStore.index_owned`), the first save to its own directory after
+        a delete then has Chroma's files forget the deleted rows
+        (:meth:`core.store.ChunkStore.forget_deleted`), before the writer lock is let go.
 
         The first directory an object is built into, loads from or saves to is its own
         (``persist_path``): later changes save there, and a save there first catches up with
@@ -369,6 +390,8 @@ class IndexLifecycle(Follows):
         Warns:
             InMemoryStoreWarning: The chunks live in an in-memory Chroma collection: the saved
                 index can be reopened only in this process (``load(path, store=...)``).
+            IncompleteForgetWarning: Chroma's files could not be compacted after a delete
+                (another process holds them, say); the next save tries again.
         """
         if self.store is not None and self.store.in_memory:
             warnings.warn(
@@ -395,9 +418,42 @@ class IndexLifecycle(Follows):
             if not copy:
                 self._catch_up(lock, held)  # another worker saved there since: keep what it wrote
             self._save_generation(path, copy)
+            if not copy:
+                self._forget_deleted()
         finally:  # a copy, or a first save that failed, keeps no lock there
             if not held and (copy or self.persist_path is None):
                 lock.release()
+
+    def _deleted_from_store(self) -> None:
+        """Notes that rows left Chroma (or the index): the next save has an own Chroma forget them.
+
+        Kept in the object's ``__dict__`` alone, so a switch to another generation (which
+        copies a freshly loaded object's attributes) keeps it.
+        """
+        self.__dict__["_forget_due"] = True
+
+    def _forget_deleted(self) -> None:
+        """After a save that followed deletes: the index's own Chroma forgets the deleted rows.
+
+        Only for a store the index owns (:attr:`core.store.ChunkStore.index_owned`): a store
+        the app passed in, or a Chroma server, is the app's and is left as Chroma keeps it. A
+        failure warns and is retried at the next save.
+        """
+        if not self.__dict__.get("_forget_due"):
+            return
+        store = self.store
+        if isinstance(store, ChunkStore) and store.index_owned:
+            try:
+                store.forget_deleted()
+            except Exception as exc:  # the delete is done and saved: say what is left, retry later
+                warnings.warn(
+                    f"the deleted rows are gone from the index and its Chroma collection, but "
+                    f"Chroma's files may still hold copies: {exc}",
+                    IncompleteForgetWarning,
+                    stacklevel=3,
+                )
+                return
+        self.__dict__.pop("_forget_due", None)
 
     def _save_generation(self, path: Path, copy: bool) -> None:
         """Writes the new generation to ``path``; the object's own directory follows its saves."""
@@ -635,7 +691,8 @@ class IndexLifecycle(Follows):
             root = Path(persist_directory)
             check_rebuild_store(root, root / self.name, self.store, self.default_collection)
             WriterLock.acquire(root / self.name, self)
-        self._index_documents(docs, first_build=True)
+        with stage_lines(self.show_progress):
+            self._index_documents(docs, first_build=True)
         if persist_directory is not None:
             self.save(Path(persist_directory) / self.name)
         return self
@@ -805,6 +862,7 @@ class IndexLifecycle(Follows):
                 store.name,
                 orphans[0],
             )
+            self._deleted_from_store()
             store.delete(orphans)
         store.add(ids, texts, vectors, metadatas, show_progress=getattr(self, "show_progress", False))
 

@@ -41,6 +41,7 @@ from typing import Any
 from core.entities import SENTENCE_OPENERS
 from core.strategies.base import check_same_lengths
 from core.text import heading_text, normalize_entity, split_sentences
+from core.types import TITLE_FROM_FILE_NAME
 
 __all__ = ["UnitSubjects", "aliases", "lead_subject", "name_variants", "unit_subjects"]
 
@@ -281,6 +282,8 @@ class UnitSubjects:
 
 
 def _title_of(meta: Mapping[str, Any]) -> str | None:
+    if meta.get(TITLE_FROM_FILE_NAME) is True:
+        return None  # a file's name is a label, not what the document is about
     title = meta.get("title")
     return title.strip() if isinstance(title, str) and title.strip() else None
 

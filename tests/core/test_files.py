@@ -24,6 +24,8 @@ from core.app.files import (
     read_file,
     sha256_hex,
 )
+from core.strategies.subjects import unit_subjects
+from core.types import TITLE_FROM_FILE_NAME
 from tests.pdf_bytes import minimal_pdf
 
 
@@ -95,6 +97,20 @@ def test_read_markdown_and_text(tree: Path) -> None:
     assert md.sha256 == sha256_hex((tree / "notes" / "a.md").read_bytes())
     txt = read_file(_source(tree / "notes" / "deep" / "b.txt"))
     assert txt.documents[0].metadata["title"] == "b"
+    assert txt.documents[0].metadata[TITLE_FROM_FILE_NAME] is True  # a label, never an entity
+
+
+def test_a_title_from_a_file_name_is_never_what_the_document_is_about(tmp_path: Path) -> None:
+    path = tmp_path / "report-44.txt"
+    path.write_text("Green Fields Agriculture Ltd raised its dividend in 2021. The board met twice.")
+    (doc,) = read_file(_source(path)).documents
+    assert doc.metadata["title"] == "report-44"
+    (subjects,) = unit_subjects([doc.id], [doc.text], [doc.metadata])
+    assert subjects.title == "Green Fields Agriculture Ltd"  # read from the text instead
+    assert not any("report" in name.lower() for name in subjects.about)
+    titled = dict(doc.metadata, **{TITLE_FROM_FILE_NAME: False, "title": "Annual report"})
+    (given,) = unit_subjects([doc.id], [doc.text], [titled])
+    assert given.title == "Annual report"  # a title of its own still is the subject
 
 
 def test_read_jsonl_ids_titles_and_metadata(tmp_path: Path) -> None:
@@ -113,6 +129,8 @@ def test_read_jsonl_ids_titles_and_metadata(tmp_path: Path) -> None:
         "content_sha256": sha256_hex("Ann text"),
     }
     assert docs[1].metadata["title"] == "people"
+    assert docs[1].metadata[TITLE_FROM_FILE_NAME] is True
+    assert TITLE_FROM_FILE_NAME not in docs[0].metadata
     assert docs[1].metadata["year"] == 2020
 
 

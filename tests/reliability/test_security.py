@@ -300,7 +300,7 @@ class HostileIndex:
 
 
 def _query(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, question: str, *, as_json: bool) -> str:
-    monkeypatch.setattr(querying, "load_index_dir", lambda *_: HostileIndex())
+    monkeypatch.setattr(querying, "load_index_dir", lambda *_, **__: HostileIndex())
     out = io.StringIO()
     assert run_query(str(tmp_path), question, k=1, as_json=as_json, out=out) == 1
     return out.getvalue()
@@ -312,7 +312,7 @@ def test_query_prints_no_terminal_controls(monkeypatch: pytest.MonkeyPatch, tmp_
     assert "pwn" not in shown
     assert "[2J" not in shown
     lines = shown.splitlines()
-    assert lines[0] == "1 results from bridge for 'who clears?'"
+    assert lines[0] == "1 result from bridge for 'who clears?'"
     assert lines[2] == "1. [0.500] notes/hidden.md - Title"
     assert lines[3] == "   how: found_by: entity; matched_entities: ab, cd"
     assert lines[4] == "   Clear the screen, retitle,31m recolour and ring."

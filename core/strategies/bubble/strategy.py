@@ -239,6 +239,7 @@ class BubbleRAG(ChunkedIndex):
     default_collection: ClassVar[str] = "bubble_rag"
     config_type: ClassVar[type[StrategyConfig]] = BubbleConfig
     model_options: ClassVar[tuple[str, ...]] = ("triple_extractor", "llm")
+    queries_use_spacy: ClassVar[bool] = True  # the query's concepts
     store: ChunkStore | None
     config: BubbleConfig
     provenance_keys: ClassVar[frozenset[str]] = COMMON_PROVENANCE_KEYS | {
