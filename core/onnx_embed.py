@@ -11,6 +11,11 @@ Only plain models are exported: a transformer, then mean or CLS pooling, then (o
 normalisation, no prompts. Anything else is left to sentence-transformers (:func:`export_onnx`
 returns a reason, and the query loads the model as before).
 
+An export is also kept in ``$XDG_CACHE_HOME/bridge-rag/onnx`` (``~/.cache``), keyed by the
+model folder's weights and configuration, the torch version and this format, so the next index
+of the same model copies it instead of exporting again (3 s on two cores); every copy is
+checked against the model all the same.
+
 Files, in ``DIR/embedder/``: ``model.onnx``, ``tokenizer.json`` and ``embedder.json`` (format
 version, the model's name, dimension, pooling, token limit, and each file's SHA-256). The
 folder is written under a temporary name and renamed into place, so a reader sees a whole
@@ -124,6 +129,7 @@ def export_onnx(
     if tokenizer is None or auto_model is None or max_length is None:
         return "the model has no fast tokenizer, no transformer or no token limit"
     root = Path(index_dir)
+    root.mkdir(parents=True, exist_ok=True)
     target = root / EMBEDDER_DIR
     existing = load_onnx_embedder(root, quiet=True)
     if existing is not None and existing.name == embedder.name and existing.dimension == embedder.dimension:
@@ -139,30 +145,97 @@ def export_onnx(
     os.umask(umask)
     work.chmod(0o777 & ~umask)  # as a folder made by mkdir (mkdtemp's is private)
     try:
-        _write_model(torch, auto_model, work / _MODEL)
         (work / _TOKENIZER).write_text(tokenizer.to_str(), encoding="utf-8")
-        manifest = {
-            "format": FORMAT,
-            "version": FORMAT_VERSION,
-            "name": embedder.name,
-            "dimension": embedder.dimension,
-            "pooling": pooling,
-            "normalize": normalise,
-            "max_length": max_length,
-            "inputs": [i for i in _INPUTS if i in _onnx_inputs(work / _MODEL)],
-            "files": {name: _sha256(work / name) for name in (_MODEL, _TOKENIZER)},
-        }
-        atomic_write_bytes(work / _MANIFEST, json_to_bytes(manifest))
-        copy = OnnxEmbedder(work, manifest)
-        texts = [*_PROBES, *probes, " ".join(["token"] * (2 * max_length))]
-        difference = float(np.max(np.abs(copy.embed_documents(texts) - embedder.embed_documents(texts))))
-        if not difference <= MAX_DIFFERENCE:
-            return f"the ONNX copy differs from the model by {difference:.2g} (more than {MAX_DIFFERENCE:g})"
-        copy.close()
+        why = None
+        for fresh in (False, True):  # a cached export that fails the check is made again, once
+            cached = _model_file(torch, auto_model, work / _MODEL, fresh=fresh)
+            try:
+                why = _write_checked(work, embedder, pooling, normalise, max_length, probes)
+            except Exception as exc:  # onnxruntime cannot read a damaged cached copy
+                if not cached:
+                    raise
+                why = f"the cached export cannot be read ({exc})"
+            if why is None or not cached:
+                break
+        if why is not None:
+            return why
         _replace_dir(work, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return None
+
+
+def _write_checked(
+    work: Path,
+    embedder: SentenceTransformerEmbedder,
+    pooling: str,
+    normalise: bool,
+    max_length: int,
+    probes: Sequence[str],
+) -> str | None:
+    """Writes the manifest of the copy in ``work`` and checks it against the model; why not, or None."""
+    manifest = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "name": embedder.name,
+        "dimension": embedder.dimension,
+        "pooling": pooling,
+        "normalize": normalise,
+        "max_length": max_length,
+        "inputs": [i for i in _INPUTS if i in _onnx_inputs(work / _MODEL)],
+        "files": {name: _sha256(work / name) for name in (_MODEL, _TOKENIZER)},
+    }
+    atomic_write_bytes(work / _MANIFEST, json_to_bytes(manifest))
+    copy = OnnxEmbedder(work, manifest)
+    texts = [*_PROBES, *probes, " ".join(["token"] * (2 * max_length))]
+    difference = float(np.max(np.abs(copy.embed_documents(texts) - embedder.embed_documents(texts))))
+    copy.close()
+    if not difference <= MAX_DIFFERENCE:
+        return f"the ONNX copy differs from the model by {difference:.2g} (more than {MAX_DIFFERENCE:g})"
+    return None
+
+
+def _cache_dir() -> Path:
+    """Where exports are kept for the next index of the same model (``$XDG_CACHE_HOME/bridge-rag/onnx``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bridge-rag" / "onnx"
+
+
+def _cache_key(torch: Any, auto_model: Any) -> str | None:
+    """The export's key: the model folder's weights and configuration, the exporter and the format.
+
+    None when the model was not loaded from a local folder (nothing to key it by).
+    """
+    source = Path(str(getattr(auto_model, "name_or_path", "") or ""))
+    if not source.is_dir():
+        return None
+    h = hashlib.sha256(f"{FORMAT}:{FORMAT_VERSION}:{_OPSET}:{torch.__version__}".encode())
+    for path in sorted(source.iterdir()):
+        if path.is_file() and path.suffix in (".safetensors", ".bin", ".json"):
+            h.update(f"{path.name}:{_sha256(path)}".encode())
+    return h.hexdigest()
+
+
+def _model_file(torch: Any, auto_model: Any, path: Path, *, fresh: bool) -> bool:
+    """Writes the ONNX model to ``path``; True when it is a cached earlier export of the same model.
+
+    Without a cached copy (or with ``fresh``: the cached one failed its check), the model is
+    exported anew and the export cached for the next index (best effort).
+    """
+    key = _cache_key(torch, auto_model)
+    cached = _cache_dir() / f"{key}.onnx" if key is not None else None
+    if cached is not None and cached.is_file() and not fresh:
+        shutil.copyfile(cached, path)
+        return True
+    _write_model(torch, auto_model, path)
+    if cached is not None:
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            partial = cached.with_name(f".{cached.name}.{os.getpid()}.partial")
+            shutil.copyfile(path, partial)
+            os.replace(partial, cached)  # another process's export of the same model is the same
+        except OSError:
+            pass  # no cache (a read-only home, say): the next index exports again
+    return False
 
 
 def _write_model(torch: Any, auto_model: Any, path: Path) -> None:

@@ -186,6 +186,23 @@ def test_a_copy_of_another_version_is_not_used(indexes: dict[str, Path], tmp_pat
         assert load_onnx_embedder(tmp_path) is None
 
 
+def test_an_export_is_reused_for_the_next_index_and_a_damaged_one_made_again(
+    tmp_path: Path, st_embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert export_onnx(st_embedder, tmp_path / "one") is None
+    (cached,) = (tmp_path / "cache" / "bridge-rag" / "onnx").glob("*.onnx")
+    whole = cached.read_bytes()
+    assert (tmp_path / "one" / EMBEDDER_DIR / "model.onnx").read_bytes() == whole
+    assert export_onnx(st_embedder, tmp_path / "two") is None  # copied from the cache
+    assert (tmp_path / "two" / EMBEDDER_DIR / "model.onnx").read_bytes() == whole
+    cached.write_bytes(whole[: len(whole) // 3])  # damaged: onnxruntime cannot read it
+    assert export_onnx(st_embedder, tmp_path / "three") is None  # exported again, and cached again
+    assert cached.stat().st_size > len(whole) // 3
+    assert load_onnx_embedder(tmp_path / "three") is not None
+    assert export_onnx(st_embedder, tmp_path / "four") is None  # the new cached copy is whole
+
+
 def test_only_sentence_transformers_models_are_exported(tmp_path: Path) -> None:
     embedder = CallableEmbedder(lambda texts: np.ones((len(texts), 3), dtype=np.float32), name="ones")
     why = export_onnx(embedder, tmp_path)
