@@ -24,7 +24,7 @@ index's gate, which keeps it apart from a change or a switch to a new generation
 embedder serialises its own model calls; see ``docs/guides/deployment.md``), so no lock is
 needed and more threads are allowed. One is the default because on a small machine it is the
 fastest: the model runs one query at a time anyway, and a query that always runs on the same
-thread finds torch's worker threads ready (on a shared 2-core machine, alternating runs put
+thread finds the model runtime's worker threads ready (on a shared 2-core machine, alternating runs put
 the p50 over loopback 0 to 4 ms above the library's with one thread, 3 to 5 ms with eight,
 whose queries land on the pool's threads in turn).
 
