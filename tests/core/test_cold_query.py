@@ -95,11 +95,10 @@ def test_a_query_imports_neither_torch_nor_sentence_transformers(indexes: dict[s
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout[-500:]
 
 
-def test_questions_on_standard_input_get_one_json_line_each(indexes: dict[str, Path]) -> None:
-    index = indexes["bridge"]
-    lines = f"{QUESTIONS[0]}\n\n   \n{QUESTIONS[1]}\n{QUESTIONS[2]}"  # blank lines skipped, no final newline
+def _query_stdin(index: Path, lines: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``bridge-rag query INDEX ARGS`` with ``lines`` on its standard input (checked to succeed)."""
     result = subprocess.run(
-        [sys.executable, "-m", "core.app.cli", "query", str(index), "--json", "-k", "3"],
+        [sys.executable, "-m", "core.app.cli", "query", str(index), *args],
         input=lines,
         capture_output=True,
         text=True,
@@ -108,6 +107,13 @@ def test_questions_on_standard_input_get_one_json_line_each(indexes: dict[str, P
         check=False,
     )
     assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_questions_on_standard_input_get_one_json_line_each(indexes: dict[str, Path]) -> None:
+    index = indexes["bridge"]
+    lines = f"{QUESTIONS[0]}\n\n   \n{QUESTIONS[1]}\n{QUESTIONS[2]}"  # blank lines skipped, no final newline
+    result = _query_stdin(index, lines, "--json", "-k", "3")
     answers = [json.loads(line) for line in result.stdout.splitlines()]
     assert [a["query"] for a in answers] == list(QUESTIONS)
     for answer in answers:
@@ -116,16 +122,7 @@ def test_questions_on_standard_input_get_one_json_line_each(indexes: dict[str, P
 
 
 def test_questions_on_standard_input_for_a_person(indexes: dict[str, Path]) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "core.app.cli", "query", str(indexes["umg"]), "-k", "1"],
-        input=f"{QUESTIONS[0]}\n{QUESTIONS[1]}\n",
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    result = _query_stdin(indexes["umg"], f"{QUESTIONS[0]}\n{QUESTIONS[1]}\n", "-k", "1")
     assert result.stdout.count("1 result from umg for") == 2, result.stdout
     assert "varga.md" in result.stdout
     assert "Aurelio" in result.stdout

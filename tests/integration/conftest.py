@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.processes import stop
+
 STARTUP_TIMEOUT_S = 60.0
 
 
@@ -92,9 +94,4 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaSe
     try:
         yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
+        stop(proc)

@@ -30,6 +30,7 @@ import pytest
 
 from core.app.indexing import CommandError
 from tests.core.test_cli_index import REPO, cli
+from tests.integration.processes import stop
 
 STARTUP_TIMEOUT_S = 240.0
 SWITCH_TIMEOUT_S = 180.0
@@ -101,15 +102,6 @@ def _start(index: Path, log: Path, *extra: str) -> tuple[subprocess.Popen[bytes]
     pytest.fail(f"bridge-rag serve did not come up:\n{log.read_text(errors='replace')[-3000:]}")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=30)
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     base = tmp_path_factory.mktemp("serve")
@@ -125,7 +117,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     try:
         yield Served(url, docs, index, log)
     finally:
-        _stop(proc)
+        stop(proc)
     assert "Traceback" not in log.read_text(errors="replace"), log.read_text(errors="replace")[-3000:]
 
 

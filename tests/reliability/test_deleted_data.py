@@ -12,8 +12,7 @@ deleted document (Bridge's abstracts, every level) are rewritten from what is le
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import numpy as np
 
 from core.types import Document
 from tests.reliability.cases import StrategyCase, synthetic_documents
+from tests.reliability.file_search import files_under, text_windows
 
 SECRET_VALUE = "tenant-secret-7f3a9c"
 SECRET_TEXT = (
@@ -28,16 +28,6 @@ SECRET_TEXT = (
     "The accord ceded the Marsquill salt flats to Draxmuir for forty years of tithes. "
     "Later the Ystrelle syndicate hid the ledger of the Hollowfen accord under the Quorvaline mill."
 )
-WINDOW = 24
-
-
-def _files(root: Path) -> Iterator[Path]:
-    yield from (p for p in sorted(root.rglob("*")) if p.is_file())
-
-
-def _windows(text: str) -> set[bytes]:
-    words = re.sub(r"\s+", " ", text)
-    return {words[i : i + WINDOW].encode() for i in range(0, len(words) - WINDOW + 1, 7)}
 
 
 #: The deleted text's invented names: an entity list, a vocabulary or a graph node would hold them.
@@ -46,7 +36,7 @@ NAMES = (b"quorvaline", b"draxmuir", b"hollowfen", b"ystrelle", b"marsquill")
 
 def _leftovers(root: Path, needles: dict[str, set[bytes]]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
-    for path in _files(root):
+    for path in files_under(root):
         data = path.read_bytes()
         for what, items in needles.items():
             hay = data.lower() if what == "names" else data
@@ -67,7 +57,7 @@ def test_nothing_of_a_deleted_document_is_left_in_the_index_directory(
     rows = _secret_rows(rag)
     assert rows
     needles = {
-        "text": _windows(SECRET_TEXT),
+        "text": text_windows(SECRET_TEXT),
         "metadata": {SECRET_VALUE.encode()},
         "ids": {b'"secret-doc"', *(f'"{rag._table.ids[r]}"'.encode() for r in rows)},  # a name is data too
         "vectors": {np.asarray(rag._table.matrix[r], dtype=np.float32).tobytes() for r in rows},
@@ -131,7 +121,7 @@ def test_a_file_removed_before_update_leaves_nothing_in_the_index(case: Strategy
         assert done.returncode == 0, done.stderr[-2000:]
 
     run("--strategy", case.name)
-    needles = {"text": _windows(SECRET_TEXT), "names": set(NAMES)}
+    needles = {"text": text_windows(SECRET_TEXT), "names": set(NAMES)}
     saved = index / case.name
     assert set(_leftovers(saved, needles)) == {"text", "names"}
     (docs / "secret.md").unlink()

@@ -18,9 +18,8 @@ answers and reloads. Where the app owns the store, nothing of Chroma is compacte
 from __future__ import annotations
 
 import json
-import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from core.strategies.lifecycle import IncompleteForgetWarning
 from core.types import Document
 from tests.core.conftest import unique_name
 from tests.reliability.cases import StrategyCase, synthetic_documents, wiring_embedder
+from tests.reliability.file_search import files_under, text_windows
 
 SECRET_VALUE = "vault-secret-5d81ce07"
 SECRET_TEXT = (
@@ -43,16 +43,6 @@ SECRET_TEXT = (
 NAMES = (b"zerquon", b"pellavast", b"drummerith", b"oskavine", b"velloquay")
 EDITED_OLD = "Myrtobel Azzurine first lit the Quessendral lantern on the harbour wall in 1788."
 EDITED_NEW = "The harbour lantern on the wall was first lit in 1788."
-WINDOW = 24
-
-
-def _files(root: Path) -> Iterator[Path]:
-    yield from (p for p in sorted(root.rglob("*")) if p.is_file())
-
-
-def _windows(text: str) -> set[bytes]:
-    words = re.sub(r"\s+", " ", text)
-    return {words[i : i + WINDOW].encode() for i in range(0, len(words) - WINDOW + 1, 7)}
 
 
 #: Where Chroma's HNSW index keeps its vectors: a deleted one stays there, unit-normalised and
@@ -69,7 +59,7 @@ def _leftovers(root: Path, needles: dict[str, set[bytes]]) -> dict[str, list[str
     Every file is searched but the HNSW index's vector file (see :data:`HNSW_VECTORS`).
     """
     found: dict[str, list[str]] = {}
-    for path in _files(root):
+    for path in files_under(root):
         data = path.read_bytes()
         lower = data.lower()
         for what, items in needles.items():
@@ -118,8 +108,8 @@ def test_an_update_leaves_nothing_of_a_removed_file_or_an_edited_sentence(
     chunk_ids = {before._table.ids[r] for r in secret_rows}
     before.close()
     needles = {
-        "text": _windows(SECRET_TEXT),
-        "edited": {w for w in _windows(EDITED_OLD) if w not in EDITED_NEW.encode()},
+        "text": text_windows(SECRET_TEXT),
+        "edited": {w for w in text_windows(EDITED_OLD) if w not in EDITED_NEW.encode()},
         "names": {*NAMES, b"quessendral", b"azzurine"},
         "metadata": {SECRET_VALUE.encode()},
         "ids": {b"zerquon-ledger", *(i.encode() for i in chunk_ids)},
@@ -168,7 +158,7 @@ def test_a_library_delete_and_save_leaves_nothing_in_the_persist_directory(
     stored = rag.store.get(chunk_ids)  # the vectors exactly as Chroma was given them
     assert stored.embeddings is not None
     needles = {
-        "text": _windows(SECRET_TEXT),
+        "text": text_windows(SECRET_TEXT),
         "names": set(NAMES),
         "metadata": {SECRET_VALUE.encode()},
         "ids": {b"secret-doc", *(i.encode() for i in chunk_ids)},
@@ -208,7 +198,7 @@ def test_a_store_the_app_owns_is_left_as_it_is(
     rag.add_documents([Document(SECRET_TEXT, id="secret-doc", metadata={"vault": SECRET_VALUE})])
     rag.delete_documents(["secret-doc"])
     rag.save(tmp_path / "idx")
-    needles = {"text": _windows(SECRET_TEXT), "metadata": {SECRET_VALUE.encode()}}
+    needles = {"text": text_windows(SECRET_TEXT), "metadata": {SECRET_VALUE.encode()}}
     assert _leftovers(tmp_path / "idx", needles) == {}
     # Chroma's log still holds the added rows: what the docs say remains, and how to clear it.
     assert set(_leftovers(tmp_path / "app-chroma", needles)) == {"text", "metadata"}
@@ -300,7 +290,7 @@ def test_a_failed_forget_warns_and_the_next_save_retries(
     assert rag.retrieve("Who founded the Quellmoor Guild?", k=3)
     monkeypatch.setattr(ChunkStore, "forget_deleted", real)
     rag.save(tmp_path)  # retried
-    assert _leftovers(tmp_path, {"text": _windows(SECRET_TEXT)}) == {}
+    assert _leftovers(tmp_path, {"text": text_windows(SECRET_TEXT)}) == {}
     rag.close()
 
 
