@@ -17,7 +17,7 @@ import pytest
 from core.strategies.bubble import BubbleRAG
 from core.types import Document
 from tests.reliability.cases import spacy_triples, wiring_embedder
-from tests.reliability.test_deleted_data import _files
+from tests.reliability.file_search import files_under
 
 GLOBEX = Document(
     "ZOË VÄNCE leads the Vornix team. ZOË VÄNCE founded Vornix in 1990.",
@@ -69,7 +69,7 @@ def test_a_filtered_query_spells_names_as_its_tenants_rows_do(tmp_path: Path) ->
         total = kg.node_matrix[kg.edge_head[e]] + kg.node_matrix[kg.edge_tail[e]]
         assert np.allclose(kg.edge_matrix[e], total / np.linalg.norm(total), atol=1e-5)
     rag.close()
-    assert not [p for p in _files(tmp_path / "bubble") if "VÄNCE".encode() in p.read_bytes()]
+    assert not [p for p in files_under(tmp_path / "bubble") if "VÄNCE".encode() in p.read_bytes()]
     reopened = BubbleRAG.load(tmp_path, embedder=wiring_embedder(), triple_extractor=spacy_triples())
     assert "VÄNCE" not in _spelt(reopened)
     assert "Zoe Vance" in _spelt(reopened, tenant="acme")

@@ -21,7 +21,8 @@ from core.strategies.bridge import BridgeRAG
 from core.types import Document
 from tests.core.conftest import unique_name
 from tests.reliability.cases import StrategyCase, wiring_embedder
-from tests.reliability.test_deleted_data import NAMES, SECRET_TEXT, _leftovers, _windows
+from tests.reliability.file_search import text_windows
+from tests.reliability.test_deleted_data import NAMES, SECRET_TEXT, _leftovers
 
 QUESTION = "Who signed the Hollowfen accord with the Ystrelle syndicate?"
 
@@ -47,7 +48,7 @@ def test_sync_takes_in_what_the_app_added_and_deleted_in_chroma(
     assert found
     assert found[0].metadata["tenant"] == "acme"
     index_dir = tmp_path / case.name
-    needles = {"text": _windows(SECRET_TEXT), "names": set(NAMES)}
+    needles = {"text": text_windows(SECRET_TEXT), "names": set(NAMES)}
     assert _leftovers(index_dir, needles)  # saved with the index
     rag.store.delete(["app-secret"])  # the app deletes through its own store
     assert any(r.id == "app-secret" for r in rag.retrieve(QUESTION, k=50))  # still served until a sync

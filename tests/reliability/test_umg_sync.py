@@ -18,7 +18,8 @@ from core.store import ChunkStore
 from core.strategies.umg import UMGRAG
 from tests.core.conftest import unique_name
 from tests.reliability.cases import wiring_embedder
-from tests.reliability.test_deleted_data import NAMES, SECRET_TEXT, _leftovers, _windows
+from tests.reliability.file_search import text_windows
+from tests.reliability.test_deleted_data import NAMES, SECRET_TEXT, _leftovers
 from tests.reliability.test_sync import QUESTION, _app_adds
 
 GUILD = [
@@ -74,7 +75,7 @@ def test_umg_follows_what_the_app_adds_changes_and_deletes(tmp_path: Path) -> No
         "Hollowfen" not in (t or "") for t in rag.store.get(include_embeddings=False).texts
     )  # the side collection's windows went too
     rag.save(tmp_path / "umg")
-    needles = {"text": _windows(SECRET_TEXT), "names": set(NAMES)}
+    needles = {"text": text_windows(SECRET_TEXT), "names": set(NAMES)}
     assert _leftovers(tmp_path / "umg", needles) == {}
     assert b"vault.txt" not in b"".join(p.read_bytes() for p in (tmp_path / "umg").rglob("*") if p.is_file())
 
