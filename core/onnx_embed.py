@@ -30,7 +30,7 @@ import shutil
 import tempfile
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +102,11 @@ def _plain_parts(model: Any) -> tuple[Any, str, bool] | str:
 
 
 def export_onnx(
-    embedder: Any, index_dir: str | os.PathLike[str], *, probes: Sequence[str] = ()
+    embedder: Any,
+    index_dir: str | os.PathLike[str],
+    *,
+    probes: Sequence[str] = (),
+    on_export: Callable[[], None] | None = None,
 ) -> str | None:
     """Writes an ONNX copy of ``embedder`` into ``index_dir/embedder``, checked against it.
 
@@ -110,6 +114,7 @@ def export_onnx(
         embedder: The embedder the index was built with; only a
             :class:`~core.embed.SentenceTransformerEmbedder` over a plain model is exported.
         index_dir: The index directory.
+        on_export: Called once it is known that a copy is to be written (none is kept yet).
         probes: Texts the copy must embed as the model does (some of the corpus, say), beside
             a few fixed ones.
 
@@ -134,6 +139,8 @@ def export_onnx(
     existing = load_onnx_embedder(root, quiet=True)
     if existing is not None and existing.name == embedder.name and existing.dimension == embedder.dimension:
         return None
+    if on_export is not None:
+        on_export()
     try:
         import onnx  # noqa: F401  (torch's exporter needs it)
         import onnxruntime  # noqa: F401

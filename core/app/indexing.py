@@ -849,11 +849,13 @@ def export_query_embedder(
     """
     from core.onnx_embed import export_onnx
 
-    if announce and not _has_query_embedder(index_dir):
-        _say(err, "bridge-rag: exporting the embedding model to ONNX for fast queries ...")
+    def say_exporting() -> None:
+        if announce:
+            _say(err, "bridge-rag: exporting the embedding model to ONNX for fast queries ...")
+
     probes = [d.text[:_PROBE_CHARS] for d in docs[:_PROBE_DOCS]]
     try:
-        why = export_onnx(getattr(rag, "embedder", None), index_dir, probes=probes)
+        why = export_onnx(getattr(rag, "embedder", None), index_dir, probes=probes, on_export=say_exporting)
     except Exception as exc:  # an exporter failure costs speed, never the index
         why = f"the export failed ({type(exc).__name__}: {exc})"
     if why is not None:
