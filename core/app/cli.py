@@ -259,6 +259,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
             progress=False if args.no_progress else None,
             follow_symlinks=args.follow_symlinks,
             max_file_mb=args.max_file_mb,
+            workers=args.workers,
         )
     )
     return 0
@@ -343,6 +344,14 @@ def _add_index_and_query(sub: Any) -> None:
         metavar="MB",
         help=f"skip files larger than this many MB (of 2^20 bytes), with a warning "
         f"(default {DEFAULT_MAX_FILE_MB:g}; --update keeps the index's limit unless given)",
+    )
+    index.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="cores the build uses: embedding threads, entity and triple extraction processes "
+        "(default: every core); the index is the same whatever N",
     )
     index.add_argument("--no-progress", action="store_true", help="no progress bars")
     index.set_defaults(func=_cmd_index)

@@ -38,6 +38,7 @@ from core.app.files import (
 from core.app.sources import ReadSettings, SourceEntry, SourcesRecord, read_sources, write_sources
 from core.app.terminal import plural, strip_terminal_controls
 from core.persist import CorruptIndexError, index_kind
+from core.strategies.workers import check_workers
 from core.types import Document
 from core.writer_lock import owner_gone, owner_known_running, owner_record
 
@@ -89,6 +90,7 @@ class IndexOptions:
         progress: Show progress bars (None: when stderr is a terminal).
         follow_symlinks: Also read what symlinks inside the folders lead to outside them.
         max_file_mb: Skip files larger than this many megabytes (``math.inf``: no limit).
+        workers: Cores the build or update uses (None: every core); the index does not depend on it.
 
     ``globs``, ``follow_symlinks`` and ``max_file_mb`` left None take, for a new index, the
     defaults (every supported file, no symlink out of a folder, :data:`DEFAULT_MAX_FILE_MB`)
@@ -108,6 +110,7 @@ class IndexOptions:
     progress: bool | None = None
     follow_symlinks: bool | None = None
     max_file_mb: float | None = None
+    workers: int | None = None
 
     def reading(self, recorded: ReadSettings | None) -> ReadSettings:
         """The read settings to use: those given, else ``recorded``'s, else the defaults."""
@@ -536,7 +539,12 @@ def _build(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary:
     with recording as written:
         try:
             rag = cls.from_documents(
-                docs, store=store, persist_directory=index_dir, show_progress=_progress(options), **settings
+                docs,
+                store=store,
+                persist_directory=index_dir,
+                show_progress=_progress(options),
+                workers=options.workers,
+                **settings,
             )
             try:  # the record is final before the build lets go of the writer lock
                 record.sources, record.state, record.builder = plan.entries, "complete", None
@@ -800,6 +808,7 @@ def _update(options: IndexOptions, index_dir: Path, err: TextIO) -> IndexSummary
         return _summary(plan, read)  # nothing to write: no other update's record is touched
     store = _http_store(options, options.collection or str(base.store.get("collection") or f"{name}_rag"))
     rag = _open_for_update(index_dir, record, store)  # before the journal: a refusal writes nothing
+    rag.workers = check_workers(options.workers)
     try:
         _hold_for_update(rag, index_dir, record)  # also for a record alone: it may be newer than ours
         if not plan.empty:

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 from core.embed import Embedder
 from core.filters import MetadataFilter
+from core.ingest.precomputed import ENTITIES_KEY
 from core.persist import IndexFiles, current_meta, index_kind, load_index_generation
 from core.store import ChunkStore, StoredChunks
 from core.types import BuildReport, Document
@@ -497,9 +498,10 @@ NODE_KEYS = frozenset(
     }
 )
 
-#: The keys that may differ between the chunks of one document (:data:`POSITION_KEYS` and
-#: :data:`NODE_KEYS`): chunks are grouped into documents by the rest of their metadata.
-CHUNK_KEYS = POSITION_KEYS | NODE_KEYS
+#: The keys that may differ between the chunks of one document (:data:`POSITION_KEYS`,
+#: :data:`NODE_KEYS` and a chunk's precomputed entities): chunks are grouped into documents by
+#: the rest of their metadata.
+CHUNK_KEYS = POSITION_KEYS | NODE_KEYS | {ENTITIES_KEY}
 
 #: The metadata a UMG-RAG window carries that its document's chunks do not.
 WINDOW_KEYS = ("doc_id", "sent_start", "sent_end", "start_index", "end_index", "granularities")

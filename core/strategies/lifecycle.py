@@ -69,6 +69,7 @@ from core.strategies.table import (
     chunk_new_documents,
     stored_row_metadata,
 )
+from core.strategies.workers import available_cores, check_workers, using_cores
 from core.types import BuildReport, Document
 from core.writer_lock import WriterLock, holds_lock
 
@@ -160,6 +161,8 @@ class IndexLifecycle(Follows):
     embedder: Embedder
     config: Any
     show_progress: bool
+    #: Cores a build or an update uses (:mod:`core.strategies.workers`); default: every core.
+    workers: int
     report: BuildReport
     persist_path: Path | None
     _table: ChunkTable
@@ -183,6 +186,7 @@ class IndexLifecycle(Follows):
         self.show_progress = show_progress
         self.report = BuildReport()
         self.persist_path = None
+        self.workers = available_cores()
         self._lock = threading.RLock()
         self._table = ChunkTable(embedder.dimension)
         self._links = EntityLinks()
@@ -219,7 +223,7 @@ class IndexLifecycle(Follows):
         self._check_writable("add_documents")
         with self._writing():
             self._hold_writer_lock()
-            with stage_lines(self.show_progress):
+            with self._building():
                 ids = self._index_documents(docs, first_build=False)
             self._autosave()
         return ids
@@ -512,6 +516,7 @@ class IndexLifecycle(Follows):
         collection_name: str | None = None,
         config: StrategyConfig | None = None,
         show_progress: bool = True,
+        workers: int | None = None,
         **options: Any,
     ) -> L:
         """Chunks, embeds, stores and indexes a new corpus.
@@ -527,6 +532,9 @@ class IndexLifecycle(Follows):
                 strategy's ``default_collection``).
             config: Settings (the strategy's ``config_type``); keyword overrides apply on top.
             show_progress: Show progress bars.
+            workers: Cores the build uses (embedding threads, entity and triple extraction
+                processes; :mod:`core.strategies.workers`); None: every core. The index is
+                the same whatever the count.
             **options: The strategy's models (its ``model_options``, e.g. ``llm=``) and
                 fields of its settings (``k=8``, ...).
 
@@ -535,17 +543,20 @@ class IndexLifecycle(Follows):
 
         Raises:
             TypeError: An option that is neither a model nor a setting of the strategy.
-            ValueError: Empty corpus, documents without text, or duplicate document ids.
+            ValueError: Empty corpus, documents without text, duplicate document ids, or
+                ``workers`` below 1.
             FileExistsError: ``persist_directory`` already holds this strategy's index (and no
                 ``store`` was given: open it with ``load``), or is itself a saved index.
         """
         docs = list(documents)
+        cores = check_workers(workers)
         settings, models = cls._settings_and_models(config, options)  # checked before a store is made
         if persist_directory is not None:  # before a store is made there, or one given is written
             check_new_index_directory(persist_directory, cls.label)
         collection = collection_name or cls.default_collection
         target = store if store is not None else cls._new_store(persist_directory, collection)
         rag = cls._construct(target, as_embedder(embedder), settings, models, show_progress)
+        rag.workers = cores
         return rag._build_into(docs, persist_directory)
 
     @classmethod
@@ -556,6 +567,7 @@ class IndexLifecycle(Follows):
         embedder: Any = None,
         config: StrategyConfig | None = None,
         show_progress: bool = True,
+        workers: int | None = None,
         **options: Any,
     ) -> L:
         """Builds the index over the chunks already in a Chroma collection (not re-embedded).
@@ -565,13 +577,15 @@ class IndexLifecycle(Follows):
         agree apart from the chunks' own keys (two tenants' ``report.pdf`` are two documents,
         ``report.pdf#<hash>``); a document's chunks are ordered by ``chunk_order``, else
         ``start_index``, when every chunk has a distinct one, else by the collection's order
-        (:func:`core.strategies.common.document_groups`).
+        (:func:`core.strategies.common.document_groups`). Entities a chunk's metadata carries
+        from the same extractor (:mod:`core.ingest.precomputed`) are used instead of extracting them.
 
         Args:
             store: The collection (wrap a chromadb Collection with ``ChunkStore(collection)``).
             embedder: The embedder that produced the stored vectors (used for queries).
             config: Settings; keyword overrides apply on top.
             show_progress: Show progress bars.
+            workers: Cores the build uses, as for :meth:`from_documents`; None: every core.
             **options: The strategy's models and fields of its settings, as for
                 :meth:`from_documents`.
 
@@ -579,10 +593,14 @@ class IndexLifecycle(Follows):
             The built strategy.
 
         Raises:
-            ValueError: The collection is empty, or its dimension differs from the embedder's.
+            ValueError: The collection is empty, its dimension differs from the embedder's,
+                or ``workers`` is below 1.
         """
+        cores = check_workers(workers)
         rag = cls._create(store, embedder, config, show_progress, options)
-        rag._index_stored()
+        rag.workers = cores
+        with rag._building():
+            rag._index_stored()
         return rag
 
     @classmethod
@@ -691,7 +709,7 @@ class IndexLifecycle(Follows):
             root = Path(persist_directory)
             check_rebuild_store(root, root / self.name, self.store, self.default_collection)
             WriterLock.acquire(root / self.name, self)
-        with stage_lines(self.show_progress):
+        with self._building():
             self._index_documents(docs, first_build=True)
         if persist_directory is not None:
             self.save(Path(persist_directory) / self.name)
@@ -867,6 +885,12 @@ class IndexLifecycle(Follows):
         store.add(ids, texts, vectors, metadatas, show_progress=getattr(self, "show_progress", False))
 
     @contextmanager
+    def _building(self) -> Iterator[None]:
+        """While a build or an update indexes: its stages announced, every worker core in use."""
+        with stage_lines(self.show_progress), using_cores(self.workers):
+            yield
+
+    @contextmanager
     def _writing(self) -> Iterator[None]:
         """One change at a time on this object (threads calling add / delete together)."""
         mutex: threading.RLock | None = self.__dict__.get("_write_mutex")
@@ -931,7 +955,8 @@ class ChunkedIndex(IndexLifecycle):
                     added = self.store.existing(added)
                     rows, vectors = added_stored_rows(self.store, added, self._table)
                 if added:
-                    self._extend(rows, vectors, first_build=False)
+                    with using_cores(self.workers):
+                        self._extend(rows, vectors, first_build=False)
         finally:
             if stale or new or changed:  # what was removed is saved even if the rest failed
                 self._autosave()

@@ -118,6 +118,10 @@ class FakeEnt:
     start_char: int
     label_: str
 
+    @property
+    def end_char(self) -> int:
+        return self.start_char + len(self.text)
+
 
 class FakeDoc:
     def __init__(self, ents: list[FakeEnt]) -> None:

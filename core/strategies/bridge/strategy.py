@@ -32,7 +32,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-from tqdm.auto import tqdm
 
 from core.embed import Embedder
 from core.entities import EntityExtractor, default_entity_extractor
@@ -76,6 +75,7 @@ from core.strategies.follow import follows_writer
 from core.strategies.lifecycle import ChunkedIndex
 from core.strategies.subjects import UnitSubjects, unit_subjects
 from core.strategies.table import ChunkRows, ChunkTable, stored_rows
+from core.strategies.workers import extract_entities
 from core.text import query_ngrams, title_entities
 from core.types import Retrieved
 from core.vector_index import HEADER_FILE, VectorIndex
@@ -789,21 +789,21 @@ class BridgeRAG(ChunkedIndex):
 
         A document's subject is its ``metadata["title"]``, else what its text says it is about
         (:func:`core.strategies.subjects.unit_subjects`: a heading first line, the subject of
-        its first sentence).
+        its first sentence). The NER runs on the build's worker processes, except for chunks
+        whose metadata carry this extractor's entities (:mod:`core.ingest.precomputed`).
         """
-        found: list[list[str]] = []
-        batch = 256
-        bar = tqdm(
-            total=len(rows.texts),
-            desc="extracting entities",
-            unit="chunk",
-            disable=not self.show_progress,
-            leave=False,
+        found, extracted = extract_entities(
+            self.entity_extractor,
+            rows.texts,
+            workers=self.workers,
+            ids=rows.ids,
+            metadatas=rows.metadatas,
+            show_progress=self.show_progress,
         )
-        for start in range(0, len(rows.texts), batch):
-            found += self.entity_extractor.extract(rows.texts[start : start + batch])
-            bar.update(min(batch, len(rows.texts) - start))
-        bar.close()
+        if extracted < len(rows.texts):
+            self.report.counts["entities precomputed"] = (
+                self.report.counts.get("entities precomputed", 0) + len(rows.texts) - extracted
+            )
         subjects = unit_subjects(rows.doc_ids, rows.texts, rows.metadatas, found)
         if self.config.title_entities:
             for i, subject in enumerate(subjects):

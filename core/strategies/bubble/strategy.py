@@ -79,6 +79,7 @@ from core.strategies.follow import follows_writer
 from core.strategies.lifecycle import ChunkedIndex
 from core.strategies.subjects import unit_subjects
 from core.strategies.table import ChunkRows, ChunkTable, stored_rows
+from core.strategies.workers import map_texts
 from core.text import make_doc_id
 from core.types import Document, Retrieved
 from core.vector_index import DEFAULT_EXACT_BELOW
@@ -934,6 +935,20 @@ class BubbleRAG(ChunkedIndex):
         self._require_store("indexing documents")
         return super()._index_documents(docs, first_build=first_build)
 
+    def _triples_of(self, texts: Sequence[str], titles: Sequence[str | None]) -> list[list[Triple]]:
+        """The triples of each chunk: on the build's worker processes when the extractor allows."""
+        extractor = self.triple_extractor
+        if not hasattr(extractor, "extract_titled"):
+            return extractor.extract(texts, titles)
+        return map_texts(
+            extractor.extract_titled,
+            list(zip(texts, titles, strict=True)),
+            workers=self.workers,
+            owner=extractor,
+            desc="parsing triples",
+            show_progress=self.show_progress,
+        )
+
     def _extend(self, chunks: ChunkRows, vectors: FloatMatrix, *, first_build: bool) -> None:
         """Adds chunk rows (already in Chroma) and their triples to the graph (a first build or not alike).
 
@@ -943,7 +958,7 @@ class BubbleRAG(ChunkedIndex):
         # pronoun subjects; with the triples' names as entities it also gives the links
         titles = [s.title for s in unit_subjects(chunks.doc_ids, chunks.texts, chunks.metadatas)]
         with timed(self.report, "triples"):
-            found = self.triple_extractor.extract(chunks.texts, titles)
+            found = self._triples_of(chunks.texts, titles)
         chunk_names = [list(dict.fromkeys(n for t in tr for n in (t.head, t.tail))) for tr in found]
         subjects = unit_subjects(chunks.doc_ids, chunks.texts, chunks.metadatas, chunk_names)
         with self._changing(), self._lock:

@@ -18,11 +18,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from tqdm.auto import tqdm
 
-from core.entities import DEFAULT_LABELS
+from core.entities import DEFAULT_LABELS, fresh_lock_after_fork
 from core.llm import LLM, LLMOutputError, as_llm, complete_json
 from core.text import normalize_entity
 
@@ -97,7 +97,11 @@ class SpacyTripleExtractor:
     Attributes:
         name: ``"spacy-triples:<model>"``.
         nlp: The spaCy pipeline (parser, tagger and NER enabled).
+        fork_safe: A build may run it in forked worker processes
+            (:mod:`core.strategies.workers`).
     """
+
+    fork_safe: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -133,6 +137,7 @@ class SpacyTripleExtractor:
         self.batch_size = batch_size
         self.show_progress = show_progress
         self._lock = threading.Lock()
+        fresh_lock_after_fork(self)
 
     def extract(self, texts: Sequence[str], titles: Sequence[str | None] | None = None) -> list[list[Triple]]:
         """Triples of each text, in reading order, without duplicates.
@@ -151,6 +156,12 @@ class SpacyTripleExtractor:
                 docs, total=len(texts), desc="parsing triples", unit="text", disable=not self.show_progress
             )
             return [self._triples(doc, title) for doc, title in zip(bar, names, strict=True)]
+
+    def extract_titled(self, items: Sequence[tuple[str, str | None]]) -> list[list[Triple]]:
+        """Triples of each ``(text, title)`` pair, without a progress bar (a build's batches)."""
+        with self._lock:
+            docs = self.nlp.pipe([text for text, _ in items], batch_size=self.batch_size)
+            return [self._triples(doc, title) for doc, (_, title) in zip(docs, items, strict=True)]
 
     def _triples(self, doc: Any, title: str | None = None) -> list[Triple]:
         found: dict[tuple[str, str, str], Triple] = {}

@@ -85,6 +85,7 @@ from core.strategies.umg.source import (
 from core.strategies.umg.sparse import SpladeExpert
 from core.strategies.umg.uncertainty import entropy_confidence, minmax_normalize, standardize
 from core.strategies.umg.units import UnitTable, build_units
+from core.strategies.workers import extract_entities
 from core.types import Document, Retrieved
 from core.writer_lock import check_no_writer
 
@@ -589,11 +590,9 @@ class UMGRAG(IndexLifecycle):
         g = self.config.bridge_granularity
         rows = [base + i for i, gs in enumerate(granularities) if g in gs]
         texts = [self._table.texts[r] for r in rows]
-        entities: list[list[str]] = []
-        for start in tqdm(
-            range(0, len(texts), 256), desc="entities", disable=not self.show_progress, leave=False
-        ):
-            entities += self.entity_extractor.extract(texts[start : start + 256])
+        entities, _ = extract_entities(
+            self.entity_extractor, texts, workers=self.workers, show_progress=self.show_progress
+        )
         doc_ids = [self._table.doc_ids[r] for r in rows]
         subjects = unit_subjects(doc_ids, texts, [metas[r - base] for r in rows], entities)
         self._links.add_units(
