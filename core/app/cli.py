@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import textwrap
@@ -215,9 +216,36 @@ def _positive_int(text: str) -> int:
 def _cmd_bench_scale(args: argparse.Namespace) -> int:
     from core.evaluation.scale import run_scale_benchmark, to_json
 
+    if args.precomputed or args.compare_workers:
+        return _bench_build_scale(args)
     out = run_scale_benchmark(args.chunks, queries=args.queries, seed=args.seed)
     heading = f"Bridge-RAG over synthetic corpora (seed {out['seed']}, embedder {out['embedder']})"
     return _report(args.out, out["report"], to_json(out), heading)
+
+
+def _bench_build_scale(args: argparse.Namespace) -> int:
+    from core.evaluation.build_scale import run_precomputed_benchmark, run_workers_comparison
+
+    if args.precomputed and args.compare_workers:
+        raise SystemExit("bridge-rag bench-scale: choose --precomputed or --compare-workers, not both")
+    if args.precomputed:
+        out = run_precomputed_benchmark(args.chunks, queries=args.queries, seed=args.seed)
+        heading = f"Bridge-RAG from precomputed rows (seed {out['seed']})"
+    else:
+        out = run_workers_comparison(args.chunks, args.compare_workers, seed=args.seed)
+        heading = f"Bridge-RAG build by workers (seed {out['seed']}, embedder {out['embedder']})"
+    body = {k: v for k, v in out.items() if k != "report"}
+    return _report(args.out, out["report"], json.dumps(body, indent=2), heading)
+
+
+def _worker_counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected worker counts such as 1,2; got {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"worker counts must be positive integers, got {text!r}")
+    return counts
 
 
 def _cmd_bench_workers(args: argparse.Namespace) -> int:
@@ -423,6 +451,17 @@ def _add_scale_and_reliability(sub: Any) -> None:
     scale.add_argument("--chunks", type=_positive_int, default=100_000, help="corpus size (default 100,000)")
     scale.add_argument("--queries", type=_positive_int, default=200, help="questions timed (default 200)")
     scale.add_argument("--seed", type=int, default=0, help="seed of the corpus and questions (default 0)")
+    scale.add_argument(
+        "--precomputed",
+        action="store_true",
+        help="build from rows that already carry vectors and entities (no model in the build), at N/10 and N",
+    )
+    scale.add_argument(
+        "--compare-workers",
+        type=_worker_counts,
+        metavar="1,2",
+        help="build the N-chunk corpus once per worker count and compare stages and index files",
+    )
     _out_and_run(scale, _cmd_bench_scale)
     workers = sub.add_parser(
         "bench-workers",
@@ -644,7 +683,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "bench-filtered": (
         "bridge-rag bench-filtered ../shared/data/musique ../shared/data/hotpotqa --out filtered.json",
     ),
-    "bench-scale": ("bridge-rag bench-scale --chunks 10000 --queries 50",),
+    "bench-scale": (
+        "bridge-rag bench-scale --chunks 10000 --queries 50",
+        "bridge-rag bench-scale --chunks 20000 --compare-workers 1,2",
+        "bridge-rag bench-scale --chunks 1000000 --precomputed",
+    ),
     "bench-workers": ("bridge-rag bench-workers --chunks 10000 --workers 2 --index ./workers-index",),
     "bench-reliability": ("bridge-rag bench-reliability --queries 1000 --strategies bridge",),
 }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import multiprocessing
 import os
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 
 from core.entities import EntityExtractor, RuleBasedEntityExtractor
+from core.evaluation.build_scale import index_file_digests
 from core.ingest.precomputed import ENTITIES_FORMAT, ENTITIES_KEY, entity_metadata, precomputed_entities
 from core.store import ChunkStore
 from core.strategies import workers as workers_module
@@ -87,26 +87,6 @@ def forking(monkeypatch: pytest.MonkeyPatch) -> _PoolSpy:
     return spy
 
 
-def _index_digests(path: Path) -> dict[str, str]:
-    """Every file of the index directory (its generations included) but the writer's lock.
-
-    The manifests are compared without what names the build rather than the index: the time
-    it was written and the directory of its Chroma.
-    """
-    out = {}
-    for f in sorted(path.rglob("*")):
-        if not f.is_file() or f.name == "WRITER.lock":
-            continue
-        data = f.read_bytes()
-        if f.name == "manifest.json":
-            manifest = json.loads(data)
-            manifest.pop("created")
-            manifest["meta"]["store"].pop("location")
-            data = json.dumps(manifest, sort_keys=True).encode()
-        out[str(f.relative_to(path))] = hashlib.sha256(data).hexdigest()
-    return out
-
-
 def test_map_texts_spreads_batches_over_processes_in_order(forking: None) -> None:
     items = list(range(50))
     out = map_texts(_ForkablePids().run, items, workers=2, owner=_ForkablePids())
@@ -156,7 +136,7 @@ def test_the_index_built_on_two_workers_is_the_one_built_on_one(
         )
         assert rag.workers == workers
         assert (forking.pools > 0) == (workers == 2)  # the second build forked, the first did not
-        digests.append(_index_digests(tmp_path / f"w{workers}" / rag.name))
+        digests.append(index_file_digests(tmp_path / f"w{workers}" / rag.name))
         rag.close()
     assert digests[0] == digests[1]
     assert sum(name.endswith(".npy") for name in digests[0]) > 3
@@ -242,3 +222,37 @@ def test_names_that_are_not_strings_are_refused(extractor: Any) -> None:
     value = json.dumps({"v": ENTITIES_FORMAT, "extractor": extractor.name, "names": [1, 2]})
     with pytest.raises(ValueError, match="list of strings under 'names'"):
         precomputed_entities([{ENTITIES_KEY: value}], ["c1"], extractor.name)
+
+
+# ----------------------------------------------------------------------------- the build benchmarks
+
+
+def test_the_precomputed_benchmark_builds_with_no_model_and_no_ner() -> None:
+    from core.evaluation.build_scale import run_precomputed_benchmark
+
+    out = run_precomputed_benchmark(1_000, queries=20)
+    small, large = out["rows"]
+    assert (small["chunks"], large["chunks"]) == (100, 1_000)
+    for row in (small, large):
+        assert row["extractor_texts"] == 0
+        assert row["precomputed"] == row["chunks"]
+        assert row["entities"] > 0
+        assert row["bytes_per_row_disk"] > 0
+    assert "NER texts" in out["report"]
+
+
+def test_precomputed_rows_are_a_prefix_whatever_the_size() -> None:
+    from core.evaluation.build_scale import precomputed_rows
+
+    small = [row for batch in precomputed_rows(50, batch=20) for row in zip(*batch, strict=True)]
+    large = [row for batch in precomputed_rows(100, batch=35) for row in zip(*batch, strict=True)]
+    assert [r[0] for r in small] == [r[0] for r in large[:50]]
+    assert all((a[2] == b[2]).all() and a[3] == b[3] for a, b in zip(small, large, strict=False))
+
+
+def test_bench_scale_refuses_bad_worker_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    from core.app.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["bench-scale", "--compare-workers", "0,2"])
+    assert "worker counts must be positive integers" in capsys.readouterr().err
