@@ -11,9 +11,10 @@ may run on) sets two things while the build runs:
   no second load) and come back in input order, so the result equals one process's result.
 
 Only an extractor that says it may be forked (``fork_safe = True``: the spaCy and rule-based
-ones) is spread; an LLM extractor, or any other, runs in this process. Without the ``fork``
-start method (Windows, or macOS by policy), or for a small batch of texts, everything runs in
-this process too.
+ones) is spread. Declare it only for an extractor whose work in the child runs no torch or
+other OpenMP code the parent has started (that state does not survive a fork). An LLM
+extractor, or any other, runs in this process. Without the ``fork`` start method (Windows, or
+macOS by policy), or for a small batch of texts, everything runs in this process too.
 """
 
 from __future__ import annotations
