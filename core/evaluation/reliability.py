@@ -19,7 +19,6 @@ import gc
 import json
 import os
 import random
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -33,6 +32,7 @@ from tqdm.auto import tqdm
 
 from core.evaluation.peak_memory import current_rss_mib
 from core.native.cuckoo import CuckooFilter
+from core.strategies.workers import using_cores
 
 __all__ = [
     "LEAK_STRATEGIES",
@@ -228,16 +228,8 @@ def one_torch_thread() -> Iterator[None]:
     Query embeddings are small; on a busy two-core machine OpenMP's spin-waiting makes them
     many times slower with more threads. Results and memory do not depend on it.
     """
-    torch: Any = sys.modules.get("torch")
-    if torch is None:
+    with using_cores(1):
         yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _build(name: str, embedder: Any) -> Any:

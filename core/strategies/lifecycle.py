@@ -346,7 +346,8 @@ class IndexLifecycle(Follows):
             held = self._holds_writer_lock()
             self._hold_writer_lock(wait)  # may load what another writer saved meanwhile
             try:
-                return self._sync_locked(first)
+                with using_cores(self.workers):
+                    return self._sync_locked(first)
             finally:
                 if not held:  # the lock was the sync's: another worker may sync next
                     self.close()
@@ -955,8 +956,7 @@ class ChunkedIndex(IndexLifecycle):
                     added = self.store.existing(added)
                     rows, vectors = added_stored_rows(self.store, added, self._table)
                 if added:
-                    with using_cores(self.workers):
-                        self._extend(rows, vectors, first_build=False)
+                    self._extend(rows, vectors, first_build=False)
         finally:
             if stale or new or changed:  # what was removed is saved even if the rest failed
                 self._autosave()

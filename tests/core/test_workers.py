@@ -171,24 +171,21 @@ def test_entity_metadata_keeps_names_spans_and_types(extractor: Any) -> None:
     assert rules["mentions"] == []
 
 
+def _counted_build(store: ChunkStore, embedder: Any, extractor: Any) -> tuple[BridgeRAG, _Counting]:
+    """Bridge-RAG over ``store``, with an extractor that counts the texts it is given."""
+    counted = _Counting(extractor)
+    rag = BridgeRAG.from_store(store, embedder=embedder, entity_extractor=counted, show_progress=False)
+    return rag, counted
+
+
 def test_a_build_from_precomputed_entities_runs_no_ner_and_equals_one_that_does(
     demo_docs: list[Document], embedder: Any, extractor: Any
 ) -> None:
-    counted = _Counting(extractor)
-    pre = BridgeRAG.from_store(
-        _store_with_entities(demo_docs, embedder, extractor),
-        embedder=embedder,
-        entity_extractor=counted,
-        show_progress=False,
-    )
+    pre, counted = _counted_build(_store_with_entities(demo_docs, embedder, extractor), embedder, extractor)
     assert counted.texts == 0
     assert pre.report.counts["entities precomputed"] == len(demo_docs)
-    plain_counted = _Counting(extractor)
-    plain = BridgeRAG.from_store(
-        _store_with_entities(demo_docs, embedder, None),
-        embedder=embedder,
-        entity_extractor=plain_counted,
-        show_progress=False,
+    plain, plain_counted = _counted_build(
+        _store_with_entities(demo_docs, embedder, None), embedder, extractor
     )
     assert plain_counted.texts == len(demo_docs)
     assert pre.num_entities == plain.num_entities > 0

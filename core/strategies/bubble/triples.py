@@ -150,18 +150,17 @@ class SpacyTripleExtractor:
         names = list(titles) if titles is not None else [None] * len(texts)
         if len(names) != len(texts):
             raise ValueError(f"got {len(names)} titles for {len(texts)} texts; pass one per text or None")
-        with self._lock:
-            docs = self.nlp.pipe(list(texts), batch_size=self.batch_size)
-            bar = tqdm(
-                docs, total=len(texts), desc="parsing triples", unit="text", disable=not self.show_progress
-            )
-            return [self._triples(doc, title) for doc, title in zip(bar, names, strict=True)]
+        return self._parse(list(zip(texts, names, strict=True)), self.show_progress)
 
     def extract_titled(self, items: Sequence[tuple[str, str | None]]) -> list[list[Triple]]:
         """Triples of each ``(text, title)`` pair, without a progress bar (a build's batches)."""
+        return self._parse(items, False)
+
+    def _parse(self, items: Sequence[tuple[str, str | None]], show_progress: bool) -> list[list[Triple]]:
         with self._lock:
             docs = self.nlp.pipe([text for text, _ in items], batch_size=self.batch_size)
-            return [self._triples(doc, title) for doc, (_, title) in zip(docs, items, strict=True)]
+            bar = tqdm(docs, total=len(items), desc="parsing triples", unit="text", disable=not show_progress)
+            return [self._triples(doc, title) for doc, (_, title) in zip(bar, items, strict=True)]
 
     def _triples(self, doc: Any, title: str | None = None) -> list[Triple]:
         found: dict[tuple[str, str, str], Triple] = {}
