@@ -9,6 +9,7 @@ BM25 experts are such indexes, one per window size.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import tempfile
@@ -21,7 +22,7 @@ import numpy.typing as npt
 
 from core.persist import FileData, array_from_bytes
 
-__all__ = ["BM25Expert", "Hits", "LexicalIndex", "check_csr", "top_scores"]
+__all__ = ["BM25Expert", "Hits", "LexicalIndex", "check_csr", "query_tokens", "tokenize", "top_scores"]
 
 Hits = tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]
 _BM25_FILES = (
@@ -39,8 +40,29 @@ def top_scores(scores: npt.NDArray[Any], n: int) -> Hits:
     pos = np.flatnonzero(scores > 0)
     if pos.size == 0 or n <= 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    if pos.size > n:  # sort only what scores at least the n-th best (ties at the cut included)
+        values = scores[pos]
+        pos = pos[values >= np.partition(values, pos.size - n)[pos.size - n]]
     order = pos[np.lexsort((pos, -scores[pos]))][:n]
     return order.astype(np.int64), scores[order]
+
+
+def tokenize(texts: Sequence[str]) -> list[list[str]]:
+    """BM25 tokens of each text (bm25s: lower-cased words, English stopwords removed)."""
+    import bm25s
+
+    out: Any = bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
+    return [list(t) for t in out]
+
+
+@functools.lru_cache(maxsize=1024)
+def query_tokens(query: str) -> tuple[str, ...]:
+    """A query's BM25 tokens (:func:`tokenize`), remembered for the next indexes it is asked of.
+
+    One retrieval asks several indexes for the same query (UMG-RAG has one per window size),
+    so the query is tokenised once.
+    """
+    return tuple(tokenize([query])[0])
 
 
 #: The one token of a text in a corpus without words (not a word: no query tokenizes to it).
@@ -67,10 +89,6 @@ class BM25Expert:
         self.model: Any = None
         self.size = 0
 
-    def _tokens(self, texts: Sequence[str]) -> list[list[str]]:
-        out: Any = self._bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
-        return [list(t) for t in out]
-
     def index(self, texts: Sequence[str]) -> None:
         """Indexes ``texts`` (their positions are the ids :meth:`search` returns).
 
@@ -78,7 +96,7 @@ class BM25Expert:
         that no query can produce (bm25s cannot index a corpus of empty documents).
         """
         model = self._bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
-        tokens = self._tokens(texts)
+        tokens = tokenize(texts)
         if texts and not any(tokens):
             tokens = [[_NO_WORD] for _ in texts]
         model.index(tokens, show_progress=False)
@@ -95,7 +113,7 @@ class BM25Expert:
         if self.model is None or self.size == 0:
             return np.zeros(self.size, dtype=np.float32), 0.0
         vocab = self.model.vocab_dict
-        ids = list(dict.fromkeys(vocab[t] for t in self._tokens([query])[0] if t in vocab))
+        ids = list(dict.fromkeys(vocab[t] for t in query_tokens(query) if t in vocab))
         if not ids:
             return np.zeros(self.size, dtype=np.float32), 0.0
         scores = np.asarray(self.model.get_scores_from_ids(ids), dtype=np.float32)
@@ -114,7 +132,7 @@ class BM25Expert:
         """
         if self.model is None or self.size == 0:
             return top_scores(np.zeros(0), n)
-        tokens = [t for t in self._tokens([query])[0] if t in self.model.vocab_dict]
+        tokens = [t for t in query_tokens(query) if t in self.model.vocab_dict]
         if not tokens:
             return top_scores(np.zeros(0), n)
         scores = np.asarray(self.model.get_scores(tokens), dtype=np.float32)

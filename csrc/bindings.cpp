@@ -491,10 +491,45 @@ auto top_k_cosine(const py::handle& query, const py::handle& matrix, const py::h
     return ranked_to_numpy(ranked);
 }
 
+py::list top_k_cosine_groups(const py::handle& query, const py::handle& matrix, const py::handle& offsets,
+                             const py::handle& candidate_ids, long long k) {
+    const FloatMatrix mat = float_matrix(
+        matrix, " (np.ascontiguousarray(m, dtype=np.float32)); it is read in place, never copied");
+    const std::size_t top = non_negative(k, "k");
+    auto q = Contiguous<float>::ensure(query);
+    if (!q) throw py::type_error("query must be a float array");
+    if (q.ndim() != 1 || static_cast<std::size_t>(q.size()) != mat.dim)
+        throw py::value_error("query must be one-dimensional with " + std::to_string(mat.dim) +
+                              " values (the matrix width), got shape of size " + std::to_string(q.size()));
+    auto off = int_array(offsets, "offsets");
+    auto cand = int_array(candidate_ids, "candidate_ids");
+    if (off.size() == 0)
+        throw py::value_error("offsets must have len(groups) + 1 entries, starting at 0 ([0] for no groups)");
+    const auto n_groups = static_cast<std::size_t>(off.size() - 1);
+    const std::int64_t* op = off.data();
+    if (op[n_groups] != static_cast<std::int64_t>(cand.size()))
+        throw py::value_error("offsets must end at len(candidate_ids) (" + std::to_string(cand.size()) + "), got " +
+                              std::to_string(op[n_groups]));
+    const float* qp = q.data();
+    const std::int64_t* cp = cand.data();
+    std::vector<bridge::Ranked> ranked;
+    {
+        py::gil_scoped_release nogil;
+        ranked = bridge::top_k_cosine_groups(qp, mat.data, mat.rows, mat.dim, op, n_groups, cp, top);
+    }
+    py::list out;
+    for (const auto& r : ranked) out.append(ranked_to_numpy(r));
+    return out;
+}
+
 void bind_scoring(py::module_& m) {
     m.def("top_k_cosine", &top_k_cosine, py::arg("query"), py::arg("matrix"), py::arg("candidate_ids"),
           py::arg("k"),
           "Top-k cosine of `query` against `matrix[candidate_ids]` (rows L2-normalised). Returns (ids, scores).");
+    m.def("top_k_cosine_groups", &top_k_cosine_groups, py::arg("query"), py::arg("matrix"), py::arg("offsets"),
+          py::arg("candidate_ids"), py::arg("k"),
+          "Top-k cosine per group of candidate rows (group g: candidate_ids[offsets[g]:offsets[g + 1]]), each "
+          "row scored once. Returns a list of (ids, scores), one per group.");
 }
 
 // ====================================================================== fusion (UMG-RAG)

@@ -1,6 +1,7 @@
 """Candidate scoring: top-k cosine over selected rows of an in-memory embedding matrix.
 
-:func:`top_k_cosine` (C++, one query) scores rows of the matrix in place;
+:func:`top_k_cosine` (C++, one query) scores rows of the matrix in place, and
+:func:`top_k_cosine_groups` ranks several candidate sets in one pass, each row scored once;
 :func:`top_k_products` scores a batch of queries against already gathered rows with one
 BLAS product per block of queries, for the exact modes of the vector searches.
 """
@@ -10,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from core._native import top_k_cosine
+from core._native import top_k_cosine, top_k_cosine_groups
 
-__all__ = ["top_k_cosine", "top_k_products"]
+__all__ = ["top_k_cosine", "top_k_cosine_groups", "top_k_products"]
 
 _QUERY_BLOCK = 256
 

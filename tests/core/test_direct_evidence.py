@@ -7,8 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from core.lexical import LexicalIndex
+from core.lexical import LexicalIndex, query_tokens, tokenize, top_scores
 from core.store import ChunkStore
 from core.strategies.bridge import BridgeRAG
 from core.strategies.bubble import BubbleRAG
@@ -88,3 +90,23 @@ def test_a_deleted_document_leaves_the_lexical_index_and_its_files(tmp_path: Pat
     back = BridgeRAG.load(tmp_path / "index", store=rag.store, embedder=hash_embedder())
     assert all(r.metadata["doc_id"] != "ledger" for r in back.retrieve(QUERY, k=5))
     assert back.retrieve("copper wire consignment", k=1)[0].metadata["doc_id"] != "ledger"
+
+
+@given(
+    scores=st.lists(st.sampled_from([0.0, -1.0, 0.5, 1.0, 1.5, 2.0, 3.25]), max_size=60),
+    n=st.integers(-1, 70),
+)
+def test_top_scores_keeps_the_best_positive_scores_ties_by_index(scores: list[float], n: int) -> None:
+    """Sorting only what reaches the n-th best score gives what a full sort gives, ties at the cut too."""
+    arr = np.asarray(scores, dtype=np.float32)
+    ids, values = top_scores(arr, n)
+    pos = [i for i, s in enumerate(scores) if s > 0]
+    want = sorted(pos, key=lambda i: (-scores[i], i))[: max(n, 0)]
+    assert ids.tolist() == want
+    assert values.tolist() == [scores[i] for i in want]
+
+
+def test_query_tokens_are_the_tokenizer_s_and_remembered() -> None:
+    query = "Who founded the Falcon rocket company in 2002?"
+    assert list(query_tokens(query)) == tokenize([query])[0]
+    assert query_tokens(query) is query_tokens(query)

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core import top_k_cosine
+from core.native.scoring import top_k_cosine_groups
 
 
 def normalised(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
@@ -100,3 +101,72 @@ def test_threads_share_one_matrix() -> None:
     for t in threads:
         t.join()
     assert not errors
+
+
+@given(
+    seed=st.integers(0, 1000),
+    n=st.integers(1, 200),
+    sizes=st.lists(st.integers(0, 300), min_size=0, max_size=5),
+    k=st.integers(0, 40),
+)
+def test_groups_equal_one_call_per_group(seed: int, n: int, sizes: list[int], k: int) -> None:
+    """Each group's top k is exactly what top_k_cosine gives for that group alone, whether the
+    groups together cover much of the matrix (scores kept by row) or little of it."""
+    rng = np.random.default_rng(seed)
+    mat = normalised(rng, n, 17)
+    q = rng.standard_normal(17).astype(np.float32) * 2
+    groups = [rng.integers(0, n, size=s) for s in sizes]
+    offsets = np.zeros(len(groups) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum(sizes)
+    cand = np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
+    found = top_k_cosine_groups(q, mat, offsets, cand, k)
+    assert len(found) == len(groups)
+    for group, (ids, scores) in zip(groups, found, strict=True):
+        want_ids, want_scores = top_k_cosine(q, mat, group, k)
+        assert ids.tolist() == want_ids.tolist()
+        assert scores.tobytes() == want_scores.tobytes()
+
+
+def test_groups_over_a_large_matrix_split_the_reading_and_agree_with_small_calls() -> None:
+    """A set of rows large enough to be read by several threads gives the same top k as
+    merging the top k of small slices (each read on one thread)."""
+    rng = np.random.default_rng(3)
+    n, d = 24_000, 384  # 9.2M values: above the 2 x 4M a second thread is started for
+    mat = normalised(rng, n, d)
+    q = rng.standard_normal(d).astype(np.float32)
+    rows = np.arange(n, dtype=np.int64)
+    evens = rows[::2]
+    (all_ids, all_scores), (even_ids, _) = top_k_cosine_groups(
+        q, mat, np.array([0, n, n + evens.size]), np.concatenate([rows, evens]), 25
+    )
+    pieces = [top_k_cosine(q, mat, part, 25) for part in np.array_split(rows, 8)]
+    merged = sorted(
+        ((float(s), int(i)) for ids, scores in pieces for i, s in zip(ids, scores, strict=True)),
+        key=lambda p: (-p[0], p[1]),
+    )[:25]
+    assert all_ids.tolist() == [i for _, i in merged]
+    assert all_scores.tolist() == [s for s, _ in merged]
+    assert even_ids.tolist() == top_k_cosine(q, mat, evens, 25)[0].tolist()
+
+
+@pytest.mark.parametrize(
+    ("offsets", "cand", "match"),
+    [
+        ([], [0], "len\\(groups\\) \\+ 1"),
+        ([1, 1], [0], "start at 0"),
+        ([0, 2, 1], [0], "must not decrease"),
+        ([0, 1], [0, 1], "end at len\\(candidate_ids\\)"),
+    ],
+)
+def test_groups_bad_offsets(offsets: list[int], cand: list[int], match: str) -> None:
+    mat = np.ones((3, 2), dtype=np.float32)
+    with pytest.raises(ValueError, match=match):
+        top_k_cosine_groups(np.ones(2), mat, offsets, cand, 1)
+
+
+def test_groups_none_and_empty() -> None:
+    mat = np.ones((3, 2), dtype=np.float32)
+    assert top_k_cosine_groups(np.ones(2), mat, [0], [], 5) == []
+    ((ids, scores),) = top_k_cosine_groups(np.ones(2), mat, [0, 0], [], 5)
+    assert ids.size == 0
+    assert scores.size == 0

@@ -28,3 +28,17 @@ def test_windows_never_cross_a_heading() -> None:
 def test_bad_granularities() -> None:
     with pytest.raises(ValueError, match="distinct positive ints"):
         build_units([("d", "x.")], [2, 2])
+
+
+def test_rows_are_kept_until_their_list_grows_and_cannot_be_changed() -> None:
+    units = build_units([("d", "One. Two. Three. Four. Five.")], [2, 4])
+    first = units.rows(2)
+    assert units.rows(2) is first  # the same array while the list is unchanged
+    with pytest.raises(ValueError, match="read-only"):
+        first[0] = 99
+    units.by_granularity[2].append(7)
+    assert units.rows(2).tolist() == [*first.tolist(), 7]
+    units.by_granularity[2] = [1]  # a new list of another length
+    assert units.rows(2).tolist() == [1]
+    units.by_granularity[2] = [3]  # a new list of the same length
+    assert units.rows(2).tolist() == [3]

@@ -37,7 +37,7 @@ from core.entities import EntityExtractor, default_entity_extractor
 from core.filters import FilterError, MetadataFilter
 from core.lexical import BM25Expert, LexicalIndex
 from core.native.fusion import fuse_weighted, merge_intervals, rrf_fuse
-from core.native.scoring import top_k_cosine
+from core.native.scoring import top_k_cosine_groups
 from core.persist import (
     FileData,
     array_from_bytes,
@@ -771,8 +771,9 @@ class UMGRAG(IndexLifecycle):
         )
         lists: list[_List] = []
         ranking = [e for e in self.experts if e != "bridge"]
-        for g in self.config.granularities:
-            lists += self._single_lists(text, query_vector, g, ranking, splade_query=splade_query, live=live)
+        lists += self._expert_lists(
+            text, query_vector, self.config.granularities, ranking, splade_query=splade_query, live=live
+        )
         dense = next(
             (li for li in lists if li.expert == "dense" and li.g == self.config.bridge_granularity), None
         )
@@ -938,26 +939,79 @@ class UMGRAG(IndexLifecycle):
         splade_query: Any = None,
         live: npt.NDArray[np.bool_] | None = None,
     ) -> list[_List]:
-        if g not in self.config.granularities:
-            raise ValueError(
-                f"granularity {g} is not indexed; choose one of {list(self.config.granularities)}"
-            )
+        """:meth:`_expert_lists` at one granularity."""
+        return self._expert_lists(text, query_vector, (g,), experts, splade_query=splade_query, live=live)
+
+    def _expert_lists(
+        self,
+        text: str,
+        query_vector: FloatMatrix | None,
+        granularities: Sequence[int],
+        experts: Sequence[str],
+        *,
+        splade_query: Any = None,
+        live: npt.NDArray[np.bool_] | None = None,
+    ) -> list[_List]:
+        """Each expert's list at each granularity, granularity by granularity.
+
+        The dense lists of every granularity come from one pass over the window vectors
+        (:func:`~core.native.scoring.top_k_cosine_groups`): a window several granularities
+        share is scored once.
+        """
+        for g in granularities:
+            if g not in self.config.granularities:
+                raise ValueError(
+                    f"granularity {g} is not indexed; choose one of {list(self.config.granularities)}"
+                )
         cfg = self.config
         alive = self._table.alive if live is None else live
+        every = bool(alive.all())  # no filter, no deleted window: nothing to mask
+        rows_of = {g: self._units.rows(g) if every else self._live_rows(g, alive) for g in granularities}
+        dense: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = {}
+        if "dense" in experts:
+            if query_vector is None:
+                raise ValueError("the dense expert needs the query vector")
+            scored = [g for g in granularities if rows_of[g].size]
+            offsets = np.zeros(len(scored) + 1, dtype=np.int64)
+            offsets[1:] = np.cumsum([rows_of[g].size for g in scored])
+            candidates = np.concatenate([rows_of[g] for g in scored]) if scored else np.zeros(0, np.int64)
+            found = top_k_cosine_groups(query_vector, self._table.matrix, offsets, candidates, cfg.candidates)
+            dense = dict(zip(scored, found, strict=True))
+        lists: list[_List] = []
+        for g in granularities:
+            if rows_of[g].size:
+                allowed = None if every else alive
+                lists += self._lists_at(text, g, rows_of[g], experts, dense.get(g), splade_query, allowed)
+        return lists
+
+    def _live_rows(self, g: int, alive: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+        """The rows of the windows of size ``g`` that ``alive`` allows."""
         rows = self._units.rows(g)
         rows = rows[rows < alive.shape[0]] if rows.size else rows
-        rows = rows[alive[rows]] if rows.size else rows
+        return rows[alive[rows]] if rows.size else rows
+
+    def _lists_at(
+        self,
+        text: str,
+        g: int,
+        rows: npt.NDArray[np.int64],
+        experts: Sequence[str],
+        dense: tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None,
+        splade_query: Any,
+        allowed: npt.NDArray[np.bool_] | None,
+    ) -> list[_List]:
+        """The experts' lists over the live windows ``rows`` of size ``g``, in ``experts`` order.
+
+        ``allowed`` masks the rows the BM25 expert may return (None: every indexed row).
+        """
+        cfg = self.config
         lists: list[_List] = []
-        if rows.size == 0:
-            return lists
         for expert in experts:
             if expert == "dense":
-                if query_vector is None:
-                    raise ValueError("the dense expert needs the query vector")
-                ids, sims = top_k_cosine(query_vector, self._table.matrix, rows, cfg.candidates)
-                lists.append(self._make_list("dense", g, ids, sims))
+                assert dense is not None  # scored by _expert_lists
+                lists.append(self._make_list("dense", g, *dense))
             elif expert == "bm25":
-                found, scores = self._bm25[g].search(text, cfg.candidates, alive)
+                found, scores = self._bm25[g].search(text, cfg.candidates, allowed)
                 if found.size:
                     lists.append(self._make_list("bm25", g, found, scores))
             elif expert == "splade":

@@ -44,13 +44,28 @@ class UnitTable:
     texts: list[str] = field(default_factory=list)
     granularities: list[list[int]] = field(default_factory=list)
     by_granularity: dict[int, list[int]] = field(default_factory=dict)
+    _row_arrays: dict[int, tuple[list[int], int, npt.NDArray[np.int64]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def __len__(self) -> int:
         return len(self.doc_ids)
 
     def rows(self, g: int) -> npt.NDArray[np.int64]:
-        """Unit ids of granularity ``g`` as an array."""
-        return np.asarray(self.by_granularity.get(g, []), dtype=np.int64)
+        """Unit ids of granularity ``g`` as a read-only array.
+
+        The array is kept until that granularity's list changes: the lists only grow (a
+        delete marks units dead in the strategy's table), so a list of the same object and
+        length holds the same ids.
+        """
+        members = self.by_granularity.get(g, [])
+        kept = self._row_arrays.get(g)
+        if kept is not None and kept[0] is members and kept[1] == len(members):
+            return kept[2]
+        ids = np.asarray(members, dtype=np.int64)
+        ids.flags.writeable = False
+        self._row_arrays[g] = (members, len(members), ids)
+        return ids
 
     def parent_index(self, parent_g: int) -> Callable[[int], int]:
         """A function mapping a unit id to its parent window at granularity ``parent_g``.
