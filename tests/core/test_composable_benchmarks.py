@@ -117,3 +117,21 @@ def test_the_own_embedding_row_shares_the_walk_and_embeds_afresh(data_root: Path
     assert own.retriever is row.retriever
     question = QUESTIONS[0][1]
     assert [r.id for r in own.retrieve(question, 2)] == [r.id for r in row.retrieve(question, 2)]
+
+
+def test_strategy_pairs_are_timed_against_dense_as_the_bench_queries_them(data_root: Path) -> None:
+    times = latency.measure_dataset(data_root / "tiny", k=2, rounds=1, pairs=latency.STRATEGY_PAIRS)
+    keys = {key for c, b in latency.STRATEGY_PAIRS for key in (c, latency.base_key(c, b))}
+    assert set(times) == keys | {"query embedding"}
+    assert all(len(v) == len(QUESTIONS) and all(x > 0 for x in v) for v in times.values())
+
+
+def test_pairs_argument_names_what_is_wrong(capsys: Any) -> None:
+    assert latency.parse_pairs("umg:dense, bubble:dense") == (("umg", "dense"), ("bubble", "dense"))
+    with pytest.raises(ValueError, match="composed:base"):
+        latency.parse_pairs("umg")
+    with pytest.raises(ValueError, match="unknown row 'nope'"):
+        latency.parse_pairs("nope:dense")
+    with pytest.raises(SystemExit):
+        latency.main(["--pairs", "umg:nope"])
+    assert "unknown row 'nope'" in capsys.readouterr().err
