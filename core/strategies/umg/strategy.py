@@ -965,7 +965,8 @@ class UMGRAG(IndexLifecycle):
                 )
         cfg = self.config
         alive = self._table.alive if live is None else live
-        every = bool(alive.all())  # no filter, no deleted window: nothing to mask
+        # no filter, no deleted window: nothing to mask
+        every = alive.shape[0] >= len(self._units) and bool(alive.all())
         rows_of = {g: self._units.rows(g) if every else self._live_rows(g, alive) for g in granularities}
         dense: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = {}
         if "dense" in experts:

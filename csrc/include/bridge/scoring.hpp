@@ -11,6 +11,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -71,8 +72,14 @@ public:
             std::min<std::size_t>({std::max(1u, std::thread::hardware_concurrency()), kMaxThreads,
                                    std::max<std::size_t>(1, work / kValuesPerThread)});
         std::vector<std::thread> pool;
-        for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(score_slice, n * t / threads, n * (t + 1) / threads);
+        std::size_t started = 1;  // slice 0 is this thread's
+        try {
+            for (; started < threads; ++started)
+                pool.emplace_back(score_slice, n * started / threads, n * (started + 1) / threads);
+        } catch (const std::system_error&) {  // no thread to be had: this thread reads the rest
+        }
         score_slice(0, n / threads);
+        for (std::size_t t = started; t < threads; ++t) score_slice(n * t / threads, n * (t + 1) / threads);
         for (auto& th : pool) th.join();
     }
 
