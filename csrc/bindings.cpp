@@ -9,7 +9,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -146,16 +145,6 @@ FloatMatrix float_matrix(const py::handle& matrix, const char* hint) {
         throw py::type_error(std::string("matrix must be a C-contiguous float32 array") + hint);
     return {static_cast<const float*>(mat.data()), static_cast<std::size_t>(mat.shape(0)),
             static_cast<std::size_t>(mat.shape(1))};
-}
-
-/// A 2-D float array-like as C-contiguous float32 (copied only when needed), with `cols` columns
-/// when given; else ValueError "<what> must be a two-dimensional float array[ with N columns]".
-Contiguous<float> float_rows(const py::handle& obj, const char* what, std::optional<std::size_t> cols = {}) {
-    auto a = Contiguous<float>::ensure(obj);
-    if (!a || a.ndim() != 2 || (cols && static_cast<std::size_t>(a.shape(1)) != *cols))
-        throw py::value_error(std::string(what) + " must be a two-dimensional float array" +
-                              (cols ? " with " + std::to_string(*cols) + " columns" : std::string()));
-    return a;
 }
 
 // ---------------------------------------------------------------------- scalars and strings
@@ -470,15 +459,25 @@ void bind_forest(py::module_& m) {
 
 // ====================================================================== scoring
 
-auto top_k_cosine(const py::handle& query, const py::handle& matrix, const py::handle& candidate_ids, long long k) {
-    const FloatMatrix mat = float_matrix(
-        matrix, " (np.ascontiguousarray(m, dtype=np.float32)); it is read in place, never copied");
-    const std::size_t top = non_negative(k, "k");
+/// The matrix a scoring call reads in place (float32, C-contiguous, two-dimensional).
+FloatMatrix scoring_matrix(const py::handle& matrix) {
+    return float_matrix(matrix, " (np.ascontiguousarray(m, dtype=np.float32)); it is read in place, never copied");
+}
+
+/// The query of a scoring call: a one-dimensional float array as wide as the matrix.
+Contiguous<float> scoring_query(const py::handle& query, const FloatMatrix& mat) {
     auto q = Contiguous<float>::ensure(query);
     if (!q) throw py::type_error("query must be a float array");
     if (q.ndim() != 1 || static_cast<std::size_t>(q.size()) != mat.dim)
         throw py::value_error("query must be one-dimensional with " + std::to_string(mat.dim) +
                               " values (the matrix width), got shape of size " + std::to_string(q.size()));
+    return q;
+}
+
+auto top_k_cosine(const py::handle& query, const py::handle& matrix, const py::handle& candidate_ids, long long k) {
+    const FloatMatrix mat = scoring_matrix(matrix);
+    const std::size_t top = non_negative(k, "k");
+    auto q = scoring_query(query, mat);
     auto cand = int_array(candidate_ids, "candidate_ids");
     const float* qp = q.data();
     const std::int64_t* cp = cand.data();
@@ -493,14 +492,9 @@ auto top_k_cosine(const py::handle& query, const py::handle& matrix, const py::h
 
 py::list top_k_cosine_groups(const py::handle& query, const py::handle& matrix, const py::handle& offsets,
                              const py::handle& candidate_ids, long long k) {
-    const FloatMatrix mat = float_matrix(
-        matrix, " (np.ascontiguousarray(m, dtype=np.float32)); it is read in place, never copied");
+    const FloatMatrix mat = scoring_matrix(matrix);
     const std::size_t top = non_negative(k, "k");
-    auto q = Contiguous<float>::ensure(query);
-    if (!q) throw py::type_error("query must be a float array");
-    if (q.ndim() != 1 || static_cast<std::size_t>(q.size()) != mat.dim)
-        throw py::value_error("query must be one-dimensional with " + std::to_string(mat.dim) +
-                              " values (the matrix width), got shape of size " + std::to_string(q.size()));
+    auto q = scoring_query(query, mat);
     auto off = int_array(offsets, "offsets");
     auto cand = int_array(candidate_ids, "candidate_ids");
     if (off.size() == 0)
