@@ -92,6 +92,15 @@ Contiguous<std::int64_t> int_array(const py::handle& obj, const char* what) {
     return contiguous_1d<std::int64_t>(checked_1d(obj, what, "iu", "integers"));
 }
 
+/// CSR offsets as int64 with at least one entry ([0] for no `parts`); the kernels check the rest.
+Contiguous<std::int64_t> offsets_array(const py::handle& obj, const char* name, const char* parts) {
+    auto off = int_array(obj, name);
+    if (off.size() == 0)
+        throw py::value_error(std::string(name) + " must have len(" + parts + ") + 1 entries, starting at 0 ([0] for no " +
+                              parts + ")");
+    return off;
+}
+
 /// A real-valued array-like as float32, rejecting bools, complex numbers, strings and objects.
 Contiguous<float> float_array(const py::handle& obj, const char* what) {
     return contiguous_1d<float>(checked_1d(obj, what, "fiu", "real numbers"));
@@ -495,21 +504,17 @@ py::list top_k_cosine_groups(const py::handle& query, const py::handle& matrix, 
     const FloatMatrix mat = scoring_matrix(matrix);
     const std::size_t top = non_negative(k, "k");
     auto q = scoring_query(query, mat);
-    auto off = int_array(offsets, "offsets");
+    auto off = offsets_array(offsets, "offsets", "groups");
     auto cand = int_array(candidate_ids, "candidate_ids");
-    if (off.size() == 0)
-        throw py::value_error("offsets must have len(groups) + 1 entries, starting at 0 ([0] for no groups)");
     const auto n_groups = static_cast<std::size_t>(off.size() - 1);
     const std::int64_t* op = off.data();
-    if (op[n_groups] != static_cast<std::int64_t>(cand.size()))
-        throw py::value_error("offsets must end at len(candidate_ids) (" + std::to_string(cand.size()) + "), got " +
-                              std::to_string(op[n_groups]));
     const float* qp = q.data();
     const std::int64_t* cp = cand.data();
+    const auto m_cand = static_cast<std::size_t>(cand.size());
     std::vector<bridge::Ranked> ranked;
     {
         py::gil_scoped_release nogil;
-        ranked = bridge::top_k_cosine_groups(qp, mat.data, mat.rows, mat.dim, op, n_groups, cp, top);
+        ranked = bridge::top_k_cosine_groups(qp, mat.data, mat.rows, mat.dim, op, n_groups, cp, m_cand, top);
     }
     py::list out;
     for (const auto& r : ranked) out.append(ranked_to_numpy(r));
@@ -528,21 +533,13 @@ void bind_scoring(py::module_& m) {
 
 // ====================================================================== fusion (UMG-RAG)
 
-/// Validated CSR list offsets: at least one entry ([0] for no lists).
-Contiguous<std::int64_t> list_offsets_array(const py::handle& obj) {
-    auto off = int_array(obj, "list_offsets");
-    if (off.size() == 0)
-        throw py::value_error("list_offsets must have len(lists) + 1 entries, starting at 0 ([0] for no lists)");
-    return off;
-}
-
 /// Checks the top-k argument of the fusion kernels (0 means "all").
 std::size_t fusion_top_k(long long k) { return non_negative(k, "k", " (0 returns all units)"); }
 
 py::tuple fuse_weighted(const py::handle& list_offsets, const py::handle& unit_ids, const py::handle& scores,
                         const py::handle& weights, long long k) {
     const std::size_t top = fusion_top_k(k);
-    auto off = list_offsets_array(list_offsets);
+    auto off = offsets_array(list_offsets, "list_offsets", "lists");
     auto ids = int_array(unit_ids, "unit_ids");
     auto sc = float_array(scores, "scores");
     auto w = float_array(weights, "weights");
@@ -568,7 +565,7 @@ py::tuple fuse_weighted(const py::handle& list_offsets, const py::handle& unit_i
 
 py::tuple rrf_fuse(const py::handle& list_offsets, const py::handle& unit_ids, double k_rrf, long long k) {
     const std::size_t top = fusion_top_k(k);
-    auto off = list_offsets_array(list_offsets);
+    auto off = offsets_array(list_offsets, "list_offsets", "lists");
     auto ids = int_array(unit_ids, "unit_ids");
     const auto n_lists = static_cast<std::size_t>(off.size() - 1);
     const std::int64_t* op = off.data();

@@ -154,7 +154,7 @@ def test_groups_over_a_large_matrix_split_the_reading_and_agree_with_small_calls
     [
         ([], [0], "len\\(groups\\) \\+ 1"),
         ([1, 1], [0], "start at 0"),
-        ([0, 2, 1], [0], "must not decrease"),
+        ([0, 2, 1], [0], "must be non-decreasing, but entry 2 \\(1\\) < entry 1 \\(2\\)"),
         ([0, 1], [0, 1], "end at len\\(candidate_ids\\)"),
     ],
 )

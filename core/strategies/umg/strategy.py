@@ -978,10 +978,10 @@ class UMGRAG(IndexLifecycle):
             candidates = np.concatenate([rows_of[g] for g in scored]) if scored else np.zeros(0, np.int64)
             found = top_k_cosine_groups(query_vector, self._table.matrix, offsets, candidates, cfg.candidates)
             dense = dict(zip(scored, found, strict=True))
+        allowed = None if every else alive
         lists: list[_List] = []
         for g in granularities:
             if rows_of[g].size:
-                allowed = None if every else alive
                 lists += self._lists_at(text, g, rows_of[g], experts, dense.get(g), splade_query, allowed)
         return lists
 

@@ -1,5 +1,5 @@
-// Shared pieces of the bridge-rag C++ core: a seeded 64-bit hash and a
-// little-endian byte writer/reader used by every serialised structure.
+// Shared pieces of the bridge-rag C++ core: the check of CSR offsets, a seeded 64-bit hash
+// and a little-endian byte writer/reader used by every serialised structure.
 //
 // Header-only C++17; no Python here.
 #pragma once
@@ -20,6 +20,23 @@
 #endif
 
 namespace bridge {
+
+/// Checks CSR offsets (`n + 1` entries) over `m` items: they start at 0, never decrease and
+/// end at `m`. `name` names the offsets and `end` what they must end at in the messages.
+/// Throws std::invalid_argument otherwise.
+inline void check_offsets(const std::int64_t* offsets, std::size_t n, std::size_t m, const char* name,
+                          const char* end) {
+    if (offsets[0] != 0)
+        throw std::invalid_argument(std::string(name) + " must start at 0, got " + std::to_string(offsets[0]));
+    for (std::size_t i = 0; i < n; ++i)
+        if (offsets[i + 1] < offsets[i])
+            throw std::invalid_argument(std::string(name) + " must be non-decreasing, but entry " +
+                                        std::to_string(i + 1) + " (" + std::to_string(offsets[i + 1]) +
+                                        ") < entry " + std::to_string(i) + " (" + std::to_string(offsets[i]) + ")");
+    if (offsets[n] != static_cast<std::int64_t>(m))
+        throw std::invalid_argument(std::string(name) + " must end at " + end + " (" + std::to_string(m) +
+                                    "), got " + std::to_string(offsets[n]));
+}
 
 /// Allocator for large, randomly accessed tables: blocks of 2 MiB or more are 2 MiB-aligned
 /// and, on Linux, marked for transparent huge pages, which cuts TLB misses on random probes.

@@ -22,27 +22,14 @@
 #include <utility>
 #include <vector>
 
+#include "common.hpp"
+
 namespace bridge {
 
 /// A fused result: (unit id, fused score).
 using FusedUnit = std::pair<std::int64_t, float>;
 
 namespace detail {
-
-/// Checks CSR list offsets (`n_lists + 1` entries): they start at 0, never decrease and end
-/// at `m`, the number of items. Throws std::invalid_argument otherwise.
-inline void check_list_offsets(const std::int64_t* offsets, std::size_t n_lists, std::size_t m) {
-    if (offsets[0] != 0)
-        throw std::invalid_argument("list_offsets must start at 0, got " + std::to_string(offsets[0]));
-    for (std::size_t l = 0; l < n_lists; ++l)
-        if (offsets[l + 1] < offsets[l])
-            throw std::invalid_argument("list_offsets must be non-decreasing, but entry " + std::to_string(l + 1) +
-                                        " (" + std::to_string(offsets[l + 1]) + ") < entry " + std::to_string(l) +
-                                        " (" + std::to_string(offsets[l]) + ")");
-    if (offsets[n_lists] != static_cast<std::int64_t>(m))
-        throw std::invalid_argument("list_offsets must end at the number of items (" + std::to_string(m) +
-                                    "), got " + std::to_string(offsets[n_lists]));
-}
 
 /// The list index of every item position (offsets already checked).
 inline std::vector<std::size_t> list_of_items(const std::int64_t* offsets, std::size_t n_lists, std::size_t m) {
@@ -89,7 +76,7 @@ inline void keep_top_k(std::vector<FusedUnit>& v, std::size_t k) {
 inline std::vector<FusedUnit> fuse_weighted(const std::int64_t* list_offsets, std::size_t n_lists,
                                             const std::int64_t* unit_ids, const float* scores, std::size_t m,
                                             const float* weights, std::size_t k = 0) {
-    detail::check_list_offsets(list_offsets, n_lists, m);
+    check_offsets(list_offsets, n_lists, m, "list_offsets", "the number of items");
     for (std::size_t l = 0; l < n_lists; ++l)
         if (!std::isfinite(weights[l]))
             throw std::invalid_argument("weights must be finite, but weight " + std::to_string(l) + " is " +
@@ -128,7 +115,7 @@ inline std::vector<FusedUnit> fuse_weighted(const std::int64_t* list_offsets, st
 inline std::vector<FusedUnit> rrf(const std::int64_t* list_offsets, std::size_t n_lists,
                                   const std::int64_t* unit_ids, std::size_t m, double k_rrf = 60.0,
                                   std::size_t k = 0) {
-    detail::check_list_offsets(list_offsets, n_lists, m);
+    check_offsets(list_offsets, n_lists, m, "list_offsets", "the number of items");
     if (!std::isfinite(k_rrf) || k_rrf < 0)
         throw std::invalid_argument("k_rrf must be finite and >= 0, got " + std::to_string(k_rrf));
     const auto list = detail::list_of_items(list_offsets, n_lists, m);

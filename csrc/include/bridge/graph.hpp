@@ -450,14 +450,7 @@ private:
         if (in_.seed_edges_len != s || in_.seed_costs_len != s)
             bad("seed_nodes, seed_edges and seed_costs must have the same length, got " + std::to_string(s) + ", " +
                 std::to_string(in_.seed_edges_len) + " and " + std::to_string(in_.seed_costs_len));
-        if (in_.group_offsets[0] != 0) bad("group_offsets must start at 0, got " + std::to_string(in_.group_offsets[0]));
-        for (std::size_t g = 0; g < num_groups_; ++g)
-            if (in_.group_offsets[g + 1] < in_.group_offsets[g])
-                bad("group_offsets must be non-decreasing, but entry " + std::to_string(g + 1) + " < entry " +
-                    std::to_string(g));
-        if (in_.group_offsets[num_groups_] != static_cast<std::int64_t>(s))
-            bad("group_offsets must end at the number of seeds (" + std::to_string(s) + "), got " +
-                std::to_string(in_.group_offsets[num_groups_]));
+        check_offsets(in_.group_offsets, num_groups_, s, "group_offsets", "the number of seeds");
         if (in_.node_cost_len != n)
             bad("node_cost must have one entry per node (" + std::to_string(n) + "), got " +
                 std::to_string(in_.node_cost_len));

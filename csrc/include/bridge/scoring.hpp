@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "common.hpp"
+
 namespace bridge {
 
 /// Dot product with eight independent accumulators, so the compiler can vectorise it
@@ -99,17 +101,16 @@ private:
 
 /// Scores several groups of candidate rows against one query and returns each group's top
 /// k as (row id, cosine), sorted by score descending, ties by row id ascending. Group g's
-/// candidates are `candidates[offsets[g] .. offsets[g + 1])` (row ids, duplicates ignored).
+/// candidates are `candidates[offsets[g] .. offsets[g + 1])` (row ids, duplicates ignored);
+/// the offsets end at `m`, the number of candidates (:func:`check_offsets`).
 /// A row named by several groups is scored once (:class:`RowScores`), so groups that share
 /// rows cost what their union costs. The query is normalised here; rows are assumed
 /// normalised. NaN scores rank last.
 inline std::vector<Ranked> top_k_cosine_groups(const float* query, const float* matrix, std::size_t n_rows,
                                                std::size_t dim, const std::int64_t* offsets, std::size_t n_groups,
-                                               const std::int64_t* candidates, std::size_t k) {
-    if (offsets[0] != 0) throw std::invalid_argument("offsets must start at 0");
-    for (std::size_t g = 0; g < n_groups; ++g)
-        if (offsets[g + 1] < offsets[g]) throw std::invalid_argument("offsets must not decrease");
-    const RowScores scores(query, matrix, n_rows, dim, candidates, static_cast<std::size_t>(offsets[n_groups]));
+                                               const std::int64_t* candidates, std::size_t m, std::size_t k) {
+    check_offsets(offsets, n_groups, m, "offsets", "len(candidate_ids)");
+    const RowScores scores(query, matrix, n_rows, dim, candidates, m);
     auto better = [](const std::pair<std::uint32_t, float>& a, const std::pair<std::uint32_t, float>& b) {
         return a.second != b.second ? a.second > b.second : a.first < b.first;
     };
@@ -133,7 +134,7 @@ inline std::vector<Ranked> top_k_cosine_groups(const float* query, const float* 
 inline Ranked top_k_cosine(const float* query, const float* matrix, std::size_t n_rows, std::size_t dim,
                            const std::int64_t* candidates, std::size_t m, std::size_t k) {
     const std::int64_t offsets[2] = {0, static_cast<std::int64_t>(m)};
-    return std::move(top_k_cosine_groups(query, matrix, n_rows, dim, offsets, 1, candidates, k).front());
+    return std::move(top_k_cosine_groups(query, matrix, n_rows, dim, offsets, 1, candidates, m, k).front());
 }
 
 }  // namespace bridge
