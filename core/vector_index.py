@@ -28,12 +28,20 @@ its Python API has no filtered (predicate) search, which the ``allowed`` mask ne
 
 Determinism: the rows are added in batches of at most 100, which faiss inserts on the calling
 thread (its OpenMP loop only forks above 100 points per level), and the level generator is
-reseeded from ``seed`` and the row count before every batch; so the same input gives the same
-graph, the same bytes and the same results on every run, whatever the OpenMP settings, also
-after a save and load. No process-wide state (e.g. ``faiss.omp_set_num_threads``) is changed:
-a search of one query runs on the calling thread; a batch of queries uses faiss's OpenMP
-threads as the process has them. ``build(..., deterministic=False)`` adds all rows in one call
-(parallel, faster, not reproducible).
+reseeded from ``seed`` and the row's position before every batch; so the same input gives the
+same graph, the same bytes and the same results on every run, whatever the OpenMP settings,
+also after a save and load. No process-wide state (e.g. ``faiss.omp_set_num_threads``) is
+changed: a search of one query runs on the calling thread; a batch of queries uses faiss's
+OpenMP threads as the process has them. ``build(..., deterministic=False)`` adds all rows in
+one call per graph (parallel, faster, not reproducible).
+
+Shards: one graph holds at most ``HnswSettings.shard_rows`` rows (262,144 by default), in
+insertion order; a larger index is several graphs. Each graph is built exactly as it would be
+alone, so ``build(..., workers=N)`` builds N graphs at once on N threads (faiss releases the
+GIL) and gives the same bytes as one thread: only the wall time changes. A search asks every
+graph (one after another, on the calling thread) and merges their hits by exact score. Only
+the last graph ever grows, so :meth:`VectorIndex.copy` shares the full ones and clones that
+one alone.
 
 Thread safety: concurrent :meth:`VectorIndex.search` calls are safe; :meth:`VectorIndex.add`
 must not run concurrently with anything else on the same index.
@@ -53,7 +61,8 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -76,12 +85,14 @@ faiss: Any = _faiss  # its bundled stubs lack SearchParametersHNSW, IDSelectorBi
 __all__ = [
     "DEFAULT_EXACT_BELOW",
     "DEFAULT_FILTER_EXACT_BELOW",
+    "DEFAULT_SHARD_ROWS",
     "ENGINE_FILE",
     "FORMAT_VERSION",
     "HEADER_FILE",
     "ROWS_FILE",
     "HnswSettings",
     "VectorIndex",
+    "shard_file",
 ]
 
 FloatMatrix = npt.NDArray[np.float32]
@@ -92,7 +103,8 @@ DEFAULT_EXACT_BELOW = 4096
 DEFAULT_FILTER_EXACT_BELOW = 8192
 FILTER_EXACT_FRACTION = 0.05
 DENSE_MASK_FRACTION = 0.9
-FORMAT_VERSION = 1
+DEFAULT_SHARD_ROWS = 262_144
+FORMAT_VERSION = 2  # 1: one graph, its bytes in the header's engine_bytes / engine_sha256
 ENGINE = "faiss.IndexHNSWFlat"
 FORMAT = "bridge-rag.vector_index"
 HEADER_FILE = "vector_index.json"
@@ -100,6 +112,7 @@ ROWS_FILE = "vector_index_rows.npy"
 ENGINE_FILE = "vector_index.faiss"
 _ADD_BATCH = 100  # faiss inserts up to 100 points per level on the calling thread
 _MAX_EF = 4096
+_MAX_SHARD_ROWS = 2**31 - 1  # faiss numbers a graph's nodes with int32
 
 
 @dataclass(frozen=True)
@@ -113,17 +126,21 @@ class HnswSettings:
         filtered_ef_search: Candidate list size of a filtered search (at least ``k``) that
             allows under 90 % of the indexed rows; a mask allowing more (deleted chunks, dead
             edges) searches with ``ef_search``.
+        shard_rows: Rows per graph: a larger index is split, in insertion order, into graphs
+            of this many rows, built in parallel (``workers``) and searched one after another.
     """
 
     m: int = 32
     ef_construction: int = 200
     ef_search: int = 96
     filtered_ef_search: int = 256
+    shard_rows: int = DEFAULT_SHARD_ROWS
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_EF:
-                raise ValueError(f"HnswSettings.{name} must be an int in 1..{_MAX_EF}, got {value!r}")
+            high = _MAX_SHARD_ROWS if name == "shard_rows" else _MAX_EF
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                raise ValueError(f"HnswSettings.{name} must be an int in 1..{high}, got {value!r}")
         if self.m < 2 or self.m > 256:
             raise ValueError(f"HnswSettings.m must lie in 2..256, got {self.m}")
 
@@ -143,7 +160,8 @@ class VectorIndex:
         exact_below: int,
         seed: int,
         settings: HnswSettings,
-        engine: Any | None,
+        engines: Sequence[Any] = (),
+        mapped: Sequence[bool] | None = None,
     ) -> None:
         """Wraps validated parts (use :meth:`build` or :meth:`from_files`)."""
         self._rows = np.ascontiguousarray(rows, dtype=np.int64)
@@ -151,10 +169,11 @@ class VectorIndex:
         self._exact_below = int(exact_below)
         self._seed = int(seed)
         self._settings = settings
-        self._engine = engine
+        self._engines: list[Any] = list(engines)  # the graphs, in position order; none: exact mode
+        # per graph: its vectors are a read-only map of its file (from_files)
+        self._mapped: list[bool] = list(mapped) if mapped is not None else [False] * len(self._engines)
         self._exact: tuple[FloatMatrix, FloatMatrix] | None = None  # (matrix, its indexed rows)
         self._params: dict[int, Any] = {}  # unfiltered search parameters by efSearch (read-only)
-        self._mapped = False  # the engine's vectors are a read-only map of its file (from_files)
         self._refresh()
 
     def _refresh(self) -> None:
@@ -164,6 +183,7 @@ class VectorIndex:
         )
         self._max_row = int(self._rows.max()) if n else -1
         self._exact = None
+        self._starts = np.cumsum([0] + [int(e.ntotal) for e in self._engines])  # each graph's first position
 
     # ---------------------------------------------------------------- properties
 
@@ -171,7 +191,7 @@ class VectorIndex:
         return int(self._rows.size)
 
     def __repr__(self) -> str:
-        mode = "hnsw" if self._engine is not None else "exact"
+        mode = f"hnsw x{len(self._engines)}" if self._engines else "exact"
         return f"VectorIndex(rows={len(self)}, dim={self._dim}, mode={mode!r})"
 
     @property
@@ -186,8 +206,18 @@ class VectorIndex:
 
     @property
     def uses_engine(self) -> bool:
-        """True when searches go through the HNSW graph (False: exact numpy scan)."""
-        return self._engine is not None
+        """True when searches go through the HNSW graphs (False: exact numpy scan)."""
+        return bool(self._engines)
+
+    @property
+    def mapped(self) -> bool:
+        """True when some graph reads its vectors from a read-only map of its file (from_files)."""
+        return any(self._mapped)
+
+    @property
+    def shards(self) -> int:
+        """How many HNSW graphs the index holds (0 in exact mode)."""
+        return len(self._engines)
 
     @property
     def settings(self) -> HnswSettings:
@@ -200,11 +230,11 @@ class VectorIndex:
         return self._exact_below
 
     def memory_bytes(self) -> int:
-        """Bytes held: the row ids, the engine's vectors and graph, and any cached exact copy."""
+        """Bytes held: the row ids, the graphs' vectors and links, and any cached exact copy."""
         total = self._rows.nbytes + (self._exact[1].nbytes if self._exact is not None else 0)
-        if self._engine is not None:
-            hnsw = self._engine.hnsw
-            total += self._engine.ntotal * self._dim * 4
+        for engine in self._engines:
+            hnsw = engine.hnsw
+            total += engine.ntotal * self._dim * 4
             total += hnsw.neighbors.size() * 4 + hnsw.offsets.size() * 8 + hnsw.levels.size() * 4
         return int(total)
 
@@ -220,6 +250,7 @@ class VectorIndex:
         seed: int = 0,
         settings: HnswSettings | None = None,
         deterministic: bool = True,
+        workers: int = 1,
     ) -> VectorIndex:
         """Indexes ``matrix[rows]`` (all rows when ``rows`` is None; duplicates are ignored).
 
@@ -230,7 +261,9 @@ class VectorIndex:
             seed: Seed of the HNSW level generator.
             settings: HNSW settings (default :class:`HnswSettings`).
             deterministic: Add in batches on the calling thread (reproducible graph); False adds
-                all rows in one call on faiss's OpenMP threads.
+                all rows in one call per graph on faiss's OpenMP threads.
+            workers: Threads that build graphs at once (one graph each; see ``shard_rows``).
+                The index is the same for any count.
 
         Returns:
             The index.
@@ -243,6 +276,7 @@ class VectorIndex:
             raise ValueError(f"exact_below must be an int >= 0, got {exact_below!r}")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed must be an int, got {seed!r}")
+        _check_workers(workers)
         ids = np.unique(_check_rows(rows, m.shape[0]))
         index = cls(
             np.zeros(0, np.int64),
@@ -250,81 +284,126 @@ class VectorIndex:
             exact_below=exact_below,
             seed=seed,
             settings=settings or HnswSettings(),
-            engine=None,
         )
-        index._grow(m, ids, deterministic)
+        index._grow(m, ids, deterministic, workers)
         return index
 
-    def add(self, matrix: FloatMatrix, rows: IntArray, *, deterministic: bool = True) -> None:
+    def add(
+        self, matrix: FloatMatrix, rows: IntArray, *, deterministic: bool = True, workers: int = 1
+    ) -> None:
         """Indexes more rows of the (grown) matrix; the rows already indexed must be unchanged.
 
         Cheap in both modes: exact mode only records the rows, HNSW mode inserts them into the
-        graph. Crossing ``exact_below`` builds the graph over every indexed row once.
+        last graph (and new ones once it is full). Crossing ``exact_below`` builds the graphs
+        over every indexed row once.
 
         Args:
             matrix: The matrix, with the new rows (and the old ones unchanged).
             rows: New row ids (unique, in range, not yet indexed).
             deterministic: See :meth:`build`.
+            workers: See :meth:`build`.
 
         Raises:
             ValueError: Bad matrix, rows out of range, repeated or already indexed.
         """
         m = _check_matrix(matrix, self._dim)
+        _check_workers(workers)
         ids = _check_rows(rows, m.shape[0])
         if np.unique(ids).size != ids.size:
             raise ValueError("rows to add must be unique")
         if ids.size and np.isin(ids, self._rows).any():
             raise ValueError("some rows to add are already indexed")
-        self._grow(m, ids, deterministic)
+        self._grow(m, ids, deterministic, workers)
 
-    def _grow(self, matrix: FloatMatrix, ids: IntArray, deterministic: bool) -> None:
+    def _grow(self, matrix: FloatMatrix, ids: IntArray, deterministic: bool, workers: int) -> None:
         if ids.size == 0:
             return
-        total = self._rows.size + ids.size
-        if self._engine is None:
+        if not self._engines:
             merged = np.sort(np.concatenate([self._rows, ids]))
-            if total < max(self._exact_below, 1):
+            if merged.size < max(self._exact_below, 1):
                 self._rows = merged
-            else:
-                s = self._settings
-                engine = faiss.IndexHNSWFlat(self._dim, s.m, faiss.METRIC_INNER_PRODUCT)
-                engine.hnsw.efConstruction = s.ef_construction
-                engine.hnsw.efSearch = s.ef_search
-                self._insert(engine, matrix, merged, deterministic)
-                self._engine, self._rows = engine, merged
-        else:
-            if self._mapped:  # faiss cannot grow a mapped file: take an owned copy first
-                self._engine, self._mapped = _owned_copy(self._engine), False
-            self._insert(self._engine, matrix, ids, deterministic)
-            self._rows = np.concatenate([self._rows, ids])
+                self._refresh()
+                return
+            self._rows, ids = np.zeros(0, np.int64), merged
+        self._append(matrix, ids, deterministic, workers)
+        self._rows = np.concatenate([self._rows, ids])
         self._refresh()
 
-    def _insert(self, engine: Any, matrix: FloatMatrix, ids: IntArray, deterministic: bool) -> None:
+    def _append(self, matrix: FloatMatrix, ids: IntArray, deterministic: bool, workers: int) -> None:
+        """Inserts ``ids`` after the indexed rows: into the last graph until it is full, then new ones."""
+        cap = self._settings.shard_rows
+        engines, mapped = list(self._engines), list(self._mapped)
+        jobs: list[tuple[Any, IntArray, int]] = []  # (graph, its new rows, the first one's position)
+        done = 0
+        if engines and engines[-1].ntotal < cap:
+            if mapped[-1]:  # faiss cannot grow a mapped file: take an owned copy first
+                engines[-1], mapped[-1] = _owned_copy(engines[-1]), False
+            done = min(cap - int(engines[-1].ntotal), ids.size)
+            jobs.append((engines[-1], ids[:done], self._rows.size))
+        while done < ids.size:
+            engines.append(self._new_engine())
+            mapped.append(False)
+            jobs.append((engines[-1], ids[done : done + cap], self._rows.size + done))
+            done += cap
+
+        def insert(job: tuple[Any, IntArray, int]) -> None:
+            self._insert(job[0], matrix, job[1], deterministic, job[2])
+
+        threads = min(workers, len(jobs)) if deterministic else 1
+        if threads > 1:
+            with ThreadPoolExecutor(threads, thread_name_prefix="bridge-hnsw") as pool:
+                list(pool.map(insert, jobs))
+        else:
+            for job in jobs:
+                insert(job)
+        self._engines, self._mapped = engines, mapped
+
+    def _new_engine(self) -> Any:
+        s = self._settings
+        engine = faiss.IndexHNSWFlat(self._dim, s.m, faiss.METRIC_INNER_PRODUCT)
+        engine.hnsw.efConstruction = s.ef_construction
+        engine.hnsw.efSearch = s.ef_search
+        return engine
+
+    def _insert(
+        self, engine: Any, matrix: FloatMatrix, ids: IntArray, deterministic: bool, first: int
+    ) -> None:
+        """Adds ``matrix[ids]`` to one graph; ``first`` is the index position of ``ids[0]``."""
         step = _ADD_BATCH if deterministic else max(1, ids.size)
         for start in range(0, ids.size, step):
             block = np.ascontiguousarray(matrix[ids[start : start + step]], dtype=np.float32)
-            engine.hnsw.rng = faiss.RandomGenerator(_level_seed(self._seed, int(engine.ntotal)))
+            engine.hnsw.rng = faiss.RandomGenerator(_level_seed(self._seed, first + start))
             engine.add(block)
 
     def copy(self) -> VectorIndex:
-        """An independent copy (the graph is cloned): grow the copy while the original serves."""
-        engine = None
-        if self._engine is not None:
-            engine = _owned_copy(self._engine) if self._mapped else faiss.clone_index(self._engine)
+        """An independent copy: grow the copy while the original serves.
+
+        The last graph, the only one an add can change, is cloned; full graphs are shared.
+        """
+        cap = self._settings.shard_rows
+        engines, mapped = [], []
+        for engine, is_mapped in zip(self._engines, self._mapped, strict=True):
+            if engine.ntotal >= cap:  # full: never grown again, safe to share
+                engines.append(engine)
+                mapped.append(is_mapped)
+            else:
+                engines.append(_owned_copy(engine) if is_mapped else faiss.clone_index(engine))
+                mapped.append(False)
         return VectorIndex(
             self._rows.copy(),
             self._dim,
             exact_below=self._exact_below,
             seed=self._seed,
             settings=self._settings,
-            engine=engine,
+            engines=engines,
+            mapped=mapped,
         )
 
-    def with_rows(self, matrix: FloatMatrix, rows: IntArray) -> VectorIndex:
+    def with_rows(self, matrix: FloatMatrix, rows: IntArray, *, workers: int = 1) -> VectorIndex:
         """This index with ``rows`` added, as a new index (itself when there are none).
 
         The copy-on-write form of :meth:`add` for an index that serves searches: the
-        original is never changed, so a search in flight keeps the graph it started on.
+        original is never changed, so a search in flight keeps the graphs it started on.
 
         Raises:
             ValueError: As :meth:`add`.
@@ -332,7 +411,7 @@ class VectorIndex:
         if len(rows) == 0:
             return self
         grown = self.copy()
-        grown.add(matrix, rows)
+        grown.add(matrix, rows, workers=workers)
         return grown
 
     # ---------------------------------------------------------------- search
@@ -398,7 +477,7 @@ class VectorIndex:
                 return ids, scores
             if n_allowed == self._rows.size:  # every indexed row passes: no filter to apply
                 pos_mask = None
-        use_exact = self._engine is None or k * 4 >= n_allowed
+        use_exact = not self._engines or k * 4 >= n_allowed
         if pos_mask is not None and not use_exact:
             use_exact = n_allowed < max(filter_exact_below, FILTER_EXACT_FRACTION * self._rows.size)
         if use_exact:
@@ -426,21 +505,9 @@ class VectorIndex:
         s = self._settings
         # a mask that drops few rows (deleted chunks, dead edges) needs no larger candidate list
         dense_mask = pos_mask is None or n_allowed >= DENSE_MASK_FRACTION * self._rows.size
-        ef = ef_search or (s.ef_search if dense_mask else s.filtered_ef_search)
-        bits = sel = None  # both must outlive the search: faiss reads them through pointers
-        if pos_mask is not None:
-            bits = np.packbits(pos_mask, bitorder="little")
-            sel = faiss.IDSelectorBitmap(pos_mask.size, faiss.swig_ptr(bits))
-            params = faiss.SearchParametersHNSW(efSearch=max(ef, k), sel=sel)
-        else:
-            params = self._params.get(max(ef, k))
-            if params is None:
-                params = faiss.SearchParametersHNSW(efSearch=max(ef, k))
-                self._params[max(ef, k)] = params
+        ef = max(ef_search or (s.ef_search if dense_mask else s.filtered_ef_search), k)
+        found = self._graph_hits(q, k, ef, pos_mask)
         zero = ~np.any(q != 0, axis=1)
-        engine: Any = self._engine
-        _, found = engine.search(q, k, params=params)
-        del bits, sel
         want = min(k, n_allowed)
         short: list[int] = []
         for i in range(q.shape[0]):
@@ -452,9 +519,9 @@ class VectorIndex:
                 continue
             rows = self._rows[pos]
             sims = m[rows] @ q[i]
-            order = np.lexsort((rows, -sims))
-            ids[i, : rows.size] = rows[order]
-            scores[i, : rows.size] = sims[order]
+            order = np.lexsort((rows, -sims))[:k]
+            ids[i, : order.size] = rows[order]
+            scores[i, : order.size] = sims[order]
         if short:
             cand = self._rows if pos_mask is None else self._rows[pos_mask]
             sub = self._exact_rows(m) if pos_mask is None else np.ascontiguousarray(m[cand])
@@ -463,6 +530,32 @@ class VectorIndex:
             sub_scores = np.full((sel.size, k), -np.inf, dtype=np.float32)
             _exact_into(q[sel], sub, cand, k, sub_ids, sub_scores)
             ids[sel], scores[sel] = sub_ids, sub_scores
+
+    def _graph_hits(self, q: FloatMatrix, k: int, ef: int, pos_mask: BoolArray | None) -> IntArray:
+        """Every graph's top ``k`` positions per query, side by side (-1 pads).
+
+        A graph with no allowed row is not searched.
+        """
+        parts: list[IntArray] = []
+        for engine, lo, hi in zip(self._engines, self._starts[:-1], self._starts[1:], strict=True):
+            bits = sel = None  # both must outlive the search: faiss reads them through pointers
+            if pos_mask is not None:
+                part_mask = pos_mask[lo:hi]
+                if not part_mask.any():
+                    continue
+                bits = np.packbits(part_mask, bitorder="little")
+                sel = faiss.IDSelectorBitmap(part_mask.size, faiss.swig_ptr(bits))
+                params = faiss.SearchParametersHNSW(efSearch=ef, sel=sel)
+            else:
+                params = self._params.get(ef)
+                if params is None:
+                    params = self._params[ef] = faiss.SearchParametersHNSW(efSearch=ef)
+            _, found = engine.search(q, k, params=params)
+            del bits, sel
+            parts.append(np.where(found >= 0, found + lo, -1))
+        if len(parts) == 1:
+            return parts[0]
+        return np.hstack(parts) if parts else np.full((q.shape[0], 0), -1, dtype=np.int64)
 
     def _exact_rows(self, matrix: FloatMatrix) -> FloatMatrix:
         """The indexed rows of ``matrix`` in ``self._rows`` order: a view or a cached copy."""
@@ -477,7 +570,10 @@ class VectorIndex:
     # ---------------------------------------------------------------- persistence
 
     def to_files(self, prefix: str = "") -> dict[str, bytes]:
-        """The index as named byte blobs: a JSON header, the row ids and the faiss bytes (no pickle).
+        """The index as named byte blobs: a JSON header, the row ids and each graph's faiss bytes.
+
+        No pickle. The header lists the graphs (``shards``: rows, byte length and SHA-256 of
+        each); graph 0 is ``{prefix}vector_index.faiss``, graph ``s`` ``{prefix}vector_index.{s}.faiss``.
 
         Args:
             prefix: Prepended to every file name (several indexes in one directory).
@@ -485,7 +581,7 @@ class VectorIndex:
         header: dict[str, Any] = {
             "format": FORMAT,
             "version": FORMAT_VERSION,
-            "engine": ENGINE if self._engine is not None else "exact",
+            "engine": ENGINE if self._engines else "exact",
             "rows": int(self._rows.size),
             "dim": self._dim,
             "metric": "inner_product",
@@ -495,11 +591,14 @@ class VectorIndex:
             "faiss_version": str(faiss.__version__),
         }
         files = {f"{prefix}{ROWS_FILE}": array_to_bytes(self._rows)}
-        if self._engine is not None:
-            blob = faiss.serialize_index(self._engine).tobytes()
-            header["engine_bytes"] = len(blob)
-            header["engine_sha256"] = hashlib.sha256(blob).hexdigest()
-            files[f"{prefix}{ENGINE_FILE}"] = blob
+        shards = []
+        for number, engine in enumerate(self._engines):
+            blob = faiss.serialize_index(engine).tobytes()
+            files[shard_file(number, prefix)] = blob
+            shards.append(
+                {"rows": int(engine.ntotal), "bytes": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
+            )
+        header["shards"] = shards
         files[f"{prefix}{HEADER_FILE}"] = json_to_bytes(header)
         return files
 
@@ -538,14 +637,16 @@ class VectorIndex:
         header = json_from_bytes(files[head_name])
         if not isinstance(header, dict):
             raise ValueError("the header is not a JSON object")
-        if header.get("format") != FORMAT or header.get("version") != FORMAT_VERSION:
-            raise ValueError(f"unknown format {header.get('format')!r} version {header.get('version')!r}")
+        version = header.get("version")
+        if header.get("format") != FORMAT or version not in (1, FORMAT_VERSION) or isinstance(version, bool):
+            raise ValueError(f"unknown format {header.get('format')!r} version {version!r}")
         n = _int_field(header, "rows", 0, 2**40)
         dim = _int_field(header, "dim", 1, 2**20)
         exact_below = _int_field(header, "exact_below", 0, 2**62)
         seed = _int_field(header, "seed", -(2**62), 2**62)
         raw_settings = header.get("settings")
-        if not isinstance(raw_settings, dict) or set(raw_settings) != set(asdict(HnswSettings())):
+        names = set(asdict(HnswSettings())) - ({"shard_rows"} if version == 1 else set())
+        if not isinstance(raw_settings, dict) or set(raw_settings) != names:
             raise ValueError("bad settings in the header")
         try:
             settings = HnswSettings(**raw_settings)
@@ -564,43 +665,89 @@ class VectorIndex:
             raise ValueError("the index holds repeated rows")
         engine_name = header.get("engine")
         if engine_name == "exact":
-            if f"{prefix}{ENGINE_FILE}" in files or (n >= max(exact_below, 1)):
+            if shard_file(0, prefix) in files or header.get("shards", []) != [] or n >= max(exact_below, 1):
                 raise ValueError("an exact index with engine bytes or too many rows")
             if not _sorted(rows):
                 raise ValueError("the rows of an exact index must be ascending")
-            return cls(rows, dim, exact_below=exact_below, seed=seed, settings=settings, engine=None)
+            return cls(rows, dim, exact_below=exact_below, seed=seed, settings=settings)
         if engine_name != ENGINE:
             raise ValueError(f"unknown engine {engine_name!r}")
-        engine_file = f"{prefix}{ENGINE_FILE}"
-        blob = files.get(engine_file)
-        if blob is None:
-            raise ValueError(f"missing {engine_file}")
-        data = memoryview(blob)
-        mapped = isinstance(files, IndexFiles) and files.is_mapped(engine_file)
-        if len(data) != header.get("engine_bytes") or (
-            not mapped  # a mapped file's SHA-256 was checked by the manifest, over the same bytes
-            and hashlib.sha256(data).hexdigest() != header.get("engine_sha256")
-        ):
-            raise ValueError("the engine bytes are truncated or damaged (length or SHA-256 differ)")
+        if version == 1:  # one graph, described by the header itself
+            shards: Any = [
+                {"rows": n, "bytes": header.get("engine_bytes"), "sha256": header.get("engine_sha256")}
+            ]
+        else:
+            shards = header.get("shards")
+        if not isinstance(shards, list) or not shards or not all(isinstance(d, dict) for d in shards):
+            raise ValueError("bad shards in the header")
+        sizes = [_int_field(d, "rows", 1, _MAX_SHARD_ROWS) for d in shards]
+        if sum(sizes) != n:
+            raise ValueError(f"the graphs hold {sum(sizes)} rows, the header announces {n}")
         in_order = bool(n == m.shape[0] and _sorted(rows))  # rows 0..n-1: no copy to compare
-        _validate_hnsw_bytes(data, n, dim, settings, m if in_order else np.ascontiguousarray(m[rows]))
-        try:
-            if mapped:
-                assert isinstance(files, IndexFiles)
-                engine = _read_mapped(files, engine_file)
-            else:
-                engine = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
-        except RuntimeError as err:  # pragma: no cover - the walk above accepts only what faiss reads
-            raise ValueError(f"faiss cannot read the engine bytes: {err}") from err
-        if not isinstance(engine, faiss.IndexHNSWFlat) or engine.ntotal != n or engine.d != dim:
-            raise ValueError("the engine bytes hold a different index")  # pragma: no cover
-        engine.hnsw.efSearch = settings.ef_search
-        index = cls(rows, dim, exact_below=exact_below, seed=seed, settings=settings, engine=engine)
-        index._mapped = mapped
-        return index
+        engines, mapped, start = [], [], 0
+        for number, (described, size) in enumerate(zip(shards, sizes, strict=True)):
+            part = rows[start : start + size]
+            vectors = m[start : start + size] if in_order else np.ascontiguousarray(m[part])
+            engine, is_mapped = _read_graph(
+                files, shard_file(number, prefix), described, size, settings, vectors
+            )
+            engines.append(engine)
+            mapped.append(is_mapped)
+            start += size
+        return cls(
+            rows, dim, exact_below=exact_below, seed=seed, settings=settings, engines=engines, mapped=mapped
+        )
 
 
 # ------------------------------------------------------------------------------ helpers
+
+
+def shard_file(number: int, prefix: str = "") -> str:
+    """The file name of graph ``number`` (graph 0 keeps the name a one-graph index had)."""
+    return f"{prefix}{ENGINE_FILE}" if number == 0 else f"{prefix}vector_index.{number}.faiss"
+
+
+def _read_graph(
+    files: Mapping[str, FileData],
+    name: str,
+    described: Mapping[str, Any],
+    n: int,
+    settings: HnswSettings,
+    vectors: FloatMatrix,
+) -> tuple[Any, bool]:
+    """One graph's file, checked against its header entry and walked, then read by faiss.
+
+    Returns:
+        ``(engine, mapped)``: mapped when faiss maps the verified file itself.
+    """
+    blob = files.get(name)
+    if blob is None:
+        raise ValueError(f"missing {name}")
+    data = memoryview(blob)
+    mapped = isinstance(files, IndexFiles) and files.is_mapped(name)
+    if len(data) != described.get("bytes") or (
+        not mapped  # a mapped file's SHA-256 was checked by the manifest, over the same bytes
+        and hashlib.sha256(data).hexdigest() != described.get("sha256")
+    ):
+        raise ValueError(f"the engine bytes of {name} are truncated or damaged (length or SHA-256 differ)")
+    _validate_hnsw_bytes(data, n, vectors.shape[1], settings, vectors)
+    try:
+        if mapped:
+            assert isinstance(files, IndexFiles)
+            engine = _read_mapped(files, name)
+        else:
+            engine = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
+    except RuntimeError as err:  # pragma: no cover - the walk above accepts only what faiss reads
+        raise ValueError(f"faiss cannot read the engine bytes: {err}") from err
+    if not isinstance(engine, faiss.IndexHNSWFlat) or engine.ntotal != n or engine.d != vectors.shape[1]:
+        raise ValueError("the engine bytes hold a different index")  # pragma: no cover
+    engine.hnsw.efSearch = settings.ef_search
+    return engine, mapped
+
+
+def _check_workers(workers: Any) -> None:
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
 
 
 def _owned_copy(engine: Any) -> Any:

@@ -53,6 +53,7 @@ import numpy.typing as npt
 
 from core.persist import FileData, array_to_bytes, array_view, json_from_bytes, json_to_bytes
 from core.strategies.base import check_same_lengths
+from core.strategies.workers import map_texts
 from core.text import is_value_phrase, longest_names, normalize_entity, query_ngrams, title_entities
 
 __all__ = [
@@ -262,6 +263,10 @@ class EntityLinks:
     the ``alive`` mask the strategy passes. Updates are incremental (:meth:`add_units`).
     """
 
+    #: The scan of a text for known names is pure Python over this object's vocabulary, so
+    #: :meth:`add_units` may run it in forked worker processes (:func:`core.strategies.workers.map_texts`).
+    fork_safe = True
+
     def __init__(self) -> None:
         self.names: list[str] = []
         self.vocab: dict[str, int] = {}
@@ -324,6 +329,8 @@ class EntityLinks:
         *,
         groups: Sequence[str] | None = None,
         max_ngram: int = 8,
+        workers: int = 1,
+        show_progress: bool = False,
     ) -> None:
         """Links the next units (rows ``num_units ..``): what they are about, their entities and names.
 
@@ -342,6 +349,9 @@ class EntityLinks:
             groups: Each unit's document, so that how many units are about a name counts
                 documents, not units; None: each unit its own.
             max_ngram: Longest n-gram, in words, looked up as a name.
+            workers: Processes that scan the texts for names (forked; the links are the
+                same for any count).
+            show_progress: Show a bar counting the texts scanned.
 
         Raises:
             ValueError: The sequences differ in length.
@@ -368,8 +378,15 @@ class EntityLinks:
             self._register(about_ids, ents, group, seen)
         self._unit_group = np.concatenate([self._unit_group, new_groups])
         named_in: set[tuple[int, int]] = set()
-        for unit, text in enumerate(texts, start=first):
-            grams = [self.vocab[g] for g in longest_names(text, self._known, max_ngram)]
+
+        def scan(batch: Sequence[str]) -> list[list[str]]:
+            return [longest_names(text, self._known, max_ngram) for text in batch]
+
+        found = map_texts(
+            scan, list(texts), workers=workers, owner=self, desc="linking names", show_progress=show_progress
+        )
+        for unit, names_found in enumerate(found, start=first):
+            grams = [self.vocab[g] for g in names_found]
             named = list(dict.fromkeys([*self._unit_entities[unit], *grams]))
             self._named.append(named)
             group = int(new_groups[unit - first])

@@ -95,9 +95,9 @@ def test_large_arrays_are_mapped_read_only_and_answer_as_the_copy(
     assert not _mapped(copied._table.matrix)
     assert not _mapped(copied._abs_matrix)
     assert mapped._vectors is not None
-    assert mapped._vectors._mapped
+    assert mapped._vectors.mapped
     assert copied._vectors is not None
-    assert not copied._vectors._mapped
+    assert not copied._vectors.mapped
     with pytest.raises(ValueError, match="read-only"):
         table.matrix[0, 0] = 1.0
     # texts and metadata come from the index's own files, decoded per row
@@ -115,13 +115,13 @@ def test_a_writer_grows_a_mapped_index_and_saves_it(
     writer = BridgeRAG.load(large_index, embedder=embedder, entity_extractor=extractor, refresh_interval=None)
     before = writer._vectors
     assert before is not None
-    assert before._mapped
+    assert before.mapped
     writer.add_documents([NEW])  # the mapped arrays are never written: growth makes new ones
     q = "Who founded the Harwick Glassworks?"
     assert writer.retrieve(q, k=3)[0].metadata["doc_id"] == "harwick-glassworks"
     assert writer._vectors is not before
-    assert before._mapped
-    assert not writer._vectors._mapped
+    assert before.mapped
+    assert not writer._vectors.mapped
     assert writer.delete_documents(["harwick-glassworks"]) > 0
     writer.add_documents([NEW])
     writer.close()

@@ -277,6 +277,107 @@ def test_a_subset_index_with_a_mask_never_returns_unindexed_rows() -> None:
         assert np.all(found % 2 == 0)
 
 
+# ---------------------------------------------------------------------- shards
+
+_SHARDED = HnswSettings(m=8, ef_construction=40, shard_rows=700)
+
+
+def test_a_large_index_is_split_into_graphs_each_built_as_alone() -> None:
+    x = _clustered(2000, seed=11, dim=16, centers=20)
+    one = VectorIndex.build(x, exact_below=0, seed=3, settings=_SHARDED)
+    two = VectorIndex.build(x, exact_below=0, seed=3, settings=_SHARDED, workers=2)
+    files = one.to_files()
+    assert one.shards == 3
+    assert repr(one) == "VectorIndex(rows=2000, dim=16, mode='hnsw x3')"
+    assert two.to_files() == files  # the same bytes whatever the number of threads
+    assert {ENGINE_FILE, "vector_index.1.faiss", "vector_index.2.faiss"} <= set(files)
+    assert [d["rows"] for d in json.loads(files[HEADER_FILE])["shards"]] == [700, 700, 600]
+    # graph 0 is the graph an index of its rows alone has
+    alone = VectorIndex.build(x, np.arange(700), exact_below=0, seed=3, settings=_SHARDED)
+    assert alone.shards == 1
+    assert alone.to_files()[ENGINE_FILE] == files[ENGINE_FILE]
+    # a one-graph index of the same rows answers the same questions as well
+    q = _queries(x, 200)
+    truth = _brute(q, x, np.arange(2000), 10)
+    single = VectorIndex.build(x, exact_below=0, seed=3, settings=HnswSettings(m=8, ef_construction=40))
+    assert single.shards == 1
+    found, scores = one.search(q, x, 10)
+    assert _recall(found, truth) >= max(0.95, _recall(single.search(q, x, 10)[0], truth) - 0.02)
+    assert np.all(np.diff(scores, axis=1) <= 0)  # best first across the graphs
+    assert all(len(set(r.tolist())) == 10 for r in found)  # no row twice
+    assert np.allclose(scores, np.einsum("qkd,qd->qk", x[found], q), atol=1e-5)
+
+
+def test_a_filtered_search_over_graphs_keeps_to_the_allowed_rows() -> None:
+    x = _clustered(2000, seed=12, dim=16, centers=20)
+    index = VectorIndex.build(x, exact_below=0, settings=_SHARDED)
+    q = _queries(x, 50)
+    allowed = np.zeros(2000, dtype=bool)
+    allowed[700:1400] = True  # graph 1 only: graphs 0 and 2 are not searched
+    allowed[1950:] = True
+    ids, _ = index.search(q, x, 10, allowed=allowed, filter_exact_below=0)
+    assert allowed[ids[ids >= 0]].all()
+    truth = _brute(q, x, np.flatnonzero(allowed), 10)
+    assert _recall(ids, truth) >= 0.95
+
+
+def test_adding_fills_the_last_graph_then_starts_new_ones() -> None:
+    x = _clustered(1900, seed=13, dim=16, centers=20)
+    index = VectorIndex.build(x, np.arange(1000), exact_below=0, seed=5, settings=_SHARDED)
+    assert index.shards == 2
+    before = index.to_files()
+    grown = index.with_rows(x, np.arange(1000, 1900), workers=2)
+    assert index.to_files() == before  # the original is untouched
+    assert grown.shards == 3
+    assert grown._engines[0] is index._engines[0]  # a full graph is shared, not cloned
+    assert grown._engines[1] is not index._engines[1]
+    # batches of 100 from position 0 either way: growing gives the graphs a build gives
+    assert grown.to_files() == VectorIndex.build(x, exact_below=0, seed=5, settings=_SHARDED).to_files()
+    ids, _ = grown.search(x[1850:1851], x, 1)
+    assert ids.tolist() == [[1850]]
+
+
+def test_graphs_round_trip_and_each_file_is_checked() -> None:
+    x = _clustered(1500, seed=14, dim=16, centers=20)
+    index = VectorIndex.build(x, exact_below=0, settings=_SHARDED)
+    files = index.to_files("e_")
+    loaded = VectorIndex.from_files(files, x, "e_")
+    assert loaded.shards == 3
+    q = _queries(x, 30)
+    assert all(
+        np.array_equal(a, b) for a, b in zip(index.search(q, x, 5), loaded.search(q, x, 5), strict=True)
+    )
+    assert loaded.to_files("e_") == files
+    second = "e_vector_index.1.faiss"
+    blob = files[second]
+    for damaged in (
+        {k: v for k, v in files.items() if k != second},
+        {**files, second: blob[:-4]},
+        {**files, second: bytes([blob[0] ^ 1]) + blob[1:]},
+    ):
+        with pytest.raises(ValueError, match="rebuild the index"):
+            VectorIndex.from_files(damaged, x, "e_")
+    header = json.loads(files["e_" + HEADER_FILE])
+    header["shards"][1]["rows"] = 699
+    with pytest.raises(ValueError, match="rebuild the index"):
+        VectorIndex.from_files({**files, "e_" + HEADER_FILE: json.dumps(header).encode()}, x, "e_")
+
+
+def test_a_version_1_index_still_loads() -> None:
+    """An index saved before graphs were split: one graph, described by the header itself."""
+    x, files = _engine_files()
+    header = json.loads(files[HEADER_FILE])
+    graph = header.pop("shards")[0]
+    del header["settings"]["shard_rows"]
+    header.update(version=1, engine_bytes=graph["bytes"], engine_sha256=graph["sha256"])
+    old = {**files, HEADER_FILE: json.dumps(header).encode()}
+    loaded = VectorIndex.from_files(old, x)
+    assert loaded.settings.shard_rows == HnswSettings().shard_rows
+    assert loaded.to_files()[ENGINE_FILE] == files[ENGINE_FILE]
+    with pytest.raises(ValueError, match="rebuild the index"):
+        VectorIndex.from_files(_with_header(old, engine_sha256="0" * 64), x)
+
+
 # ---------------------------------------------------------------------- persistence
 
 
@@ -299,7 +400,8 @@ def test_round_trip_gives_identical_results(exact_below: int) -> None:
         assert np.array_equal(a[1], b[1])
     assert loaded.to_files("nodes_") == files
     header = json.loads(files[f"nodes_{HEADER_FILE}"])
-    assert header["version"] == 1
+    assert header["version"] == 2
+    assert [d["rows"] for d in header["shards"]] == ([600] if index.uses_engine else [])
     assert header["dim"] == 16
     assert header["rows"] == 600
 
@@ -313,6 +415,13 @@ def _with_header(files: dict[str, bytes], **changes: object) -> dict[str, bytes]
     header = json.loads(files[HEADER_FILE])
     header.update(changes)
     return {**files, HEADER_FILE: json.dumps(header).encode()}
+
+
+def _with_graph(files: dict[str, bytes], blob: bytes) -> dict[str, bytes]:
+    """``files`` with graph 0's bytes replaced and described by a valid length and digest."""
+    header = json.loads(files[HEADER_FILE])
+    header["shards"][0].update(bytes=len(blob), sha256=hashlib.sha256(blob).hexdigest())
+    return {**files, ENGINE_FILE: blob, HEADER_FILE: json.dumps(header).encode()}
 
 
 def test_from_files_rejects_damaged_bytes() -> None:
@@ -333,14 +442,28 @@ def test_from_files_rejects_damaged_bytes() -> None:
         {k: v for k, v in files.items() if k != ENGINE_FILE},
         {k: v for k, v in files.items() if k != ROWS_FILE},
         {k: v for k, v in files.items() if k != HEADER_FILE},
-        _with_header(files, version=2),
+        _with_header(files, version=3),
+        _with_header(files, version=True),
+        _with_header(files, shards=[]),
+        _with_header(files, shards=[{"rows": 399, "bytes": len(blob), "sha256": "0" * 64}]),
+        _with_header(files, shards="graph"),
         _with_header(files, engine="usearch"),
         _with_header(files, rows=401),
         _with_header(files, dim=9),
         _with_header(files, rows="400"),
         _with_header(files, settings={"m": 4}),
         _with_header(
-            files, settings={"m": 0, "ef_construction": 20, "ef_search": 128, "filtered_ef_search": 256}
+            files,
+            settings={
+                "m": 0,
+                "ef_construction": 20,
+                "ef_search": 128,
+                "filtered_ef_search": 256,
+                "shard_rows": 1000,
+            },
+        ),
+        _with_header(
+            files, settings={"m": 4, "ef_construction": 20, "ef_search": 96, "filtered_ef_search": 256}
         ),
         _with_header(files, metric="l2"),
     ]
@@ -378,9 +501,14 @@ def test_forged_engine_bytes_with_a_valid_digest_are_checked_before_faiss() -> N
     forged = bytes(blob)
     digest = hashlib.sha256(forged).hexdigest()
     with pytest.raises(ValueError, match="past their end"):
-        VectorIndex.from_files(
-            _with_header({**files, ENGINE_FILE: forged}, engine_bytes=len(forged), engine_sha256=digest), x
-        )
+        VectorIndex.from_files(_with_graph(files, forged), x)
+    header = json.loads(files[HEADER_FILE])  # the same in a version 1 header
+    settings = {k: v for k, v in header["settings"].items() if k != "shard_rows"}
+    del header["shards"]
+    header.update(version=1, settings=settings, engine_bytes=len(forged), engine_sha256=digest)
+    old = {**files, ENGINE_FILE: forged, HEADER_FILE: json.dumps(header).encode()}
+    with pytest.raises(ValueError, match="past their end"):
+        VectorIndex.from_files(old, x)
 
 
 _FORGERY_SCRIPT = textwrap.dedent(
@@ -398,7 +526,8 @@ _FORGERY_SCRIPT = textwrap.dedent(
     q = x[:20]
 
     def attempt(data):
-        h = dict(header, engine_bytes=len(data), engine_sha256=hashlib.sha256(data).hexdigest())
+        graph = {"rows": 300, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        h = dict(header, shards=[graph])
         try:
             forged = {**files, ENGINE_FILE: data, HEADER_FILE: json.dumps(h).encode()}
             index = VectorIndex.from_files(forged, x)
@@ -478,3 +607,9 @@ def test_bad_arguments_raise_clear_errors(small_engine: tuple[FloatMatrix, Vecto
         HnswSettings(m=1)
     with pytest.raises(ValueError, match="ef_search"):
         HnswSettings(ef_search=0)
+    with pytest.raises(ValueError, match="shard_rows"):
+        HnswSettings(shard_rows=0)
+    with pytest.raises(ValueError, match="workers"):
+        VectorIndex.build(x, workers=0)
+    with pytest.raises(ValueError, match="workers"):
+        engine.add(x, np.zeros(0, np.int64), workers=True)  # type: ignore[arg-type]

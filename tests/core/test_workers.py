@@ -18,6 +18,7 @@ from core.store import ChunkStore
 from core.strategies import workers as workers_module
 from core.strategies.bridge import BridgeRAG
 from core.strategies.bubble import BubbleRAG
+from core.strategies.entity_links import EntityLinks
 from core.strategies.umg import UMGRAG
 from core.strategies.workers import check_workers, extract_entities, map_texts
 from core.types import Document
@@ -106,6 +107,26 @@ def test_map_texts_stays_in_process_for_one_worker_or_an_unforkable_owner(forkin
 def test_a_worker_error_reaches_the_caller(forking: None) -> None:
     with pytest.raises(RuntimeError, match="item 7"):
         map_texts(_Failing().run, list(range(20)), workers=2, owner=_Failing())
+
+
+def test_entity_links_scanned_on_two_processes_equal_one(forking: _PoolSpy) -> None:
+    texts = [
+        f"Ada Vance met Bo Lind in Varga City, chapter {i}; the Varga City archive of Ada Vance."
+        for i in range(30)
+    ]
+    entities = [["Ada Vance"], ["Bo Lind", "Varga City"], []] * 10
+    about = [["Ada Vance"]] * 30
+    arrays = []
+    for workers in (1, 2):
+        links = EntityLinks()
+        links.add_units(about, entities, texts, groups=[f"d{i // 5}" for i in range(30)], workers=workers)
+        names, lists = links.to_arrays()
+        arrays.append((names, {k: v.tolist() for k, v in lists.items()}))
+    assert forking.pools == 1  # the second scan forked
+    assert arrays[0] == arrays[1]
+    names, lists = arrays[0]
+    start, end = lists["named_indptr"][0], lists["named_indptr"][1]
+    assert names.index("varga city") in lists["named_indices"][start:end]  # unit 0's NER did not name it
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])

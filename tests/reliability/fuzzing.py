@@ -350,6 +350,9 @@ def _vector_samples() -> list[Sample]:
         VectorIndex.build(m, np.arange(0, _VECTOR_ROWS, 2), exact_below=1000).to_files("v."),
         VectorIndex.build(m, exact_below=10, settings=small).to_files("v."),
         VectorIndex.build(m, np.arange(40), exact_below=10, settings=small).to_files("v."),
+        VectorIndex.build(
+            m, exact_below=10, settings=HnswSettings(m=4, ef_construction=16, shard_rows=120)
+        ).to_files("v."),
     ]
 
 
@@ -366,7 +369,9 @@ def _vector_load(files: Sample) -> Any:
         except (KeyError, ValueError):
             header = None
         if isinstance(header, dict):
-            header.update(engine_bytes=len(blob), engine_sha256=hashlib.sha256(blob).hexdigest())
+            shards = header.get("shards")
+            if isinstance(shards, list) and shards and isinstance(shards[0], dict):
+                shards[0].update(bytes=len(blob), sha256=hashlib.sha256(blob).hexdigest())
             files = {**files, f"v.{HEADER_FILE}": json.dumps(header).encode()}
     return VectorIndex.from_files(files, _vector_matrix(), "v.")
 

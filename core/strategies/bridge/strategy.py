@@ -764,6 +764,8 @@ class BridgeRAG(ChunkedIndex):
                     rows.texts,
                     groups=rows.doc_ids,
                     max_ngram=self.config.link_max_ngram,
+                    workers=self.workers,
+                    show_progress=self.show_progress,
                 )
             if first_build:
                 with timed(self.report, "hierarchy"):
@@ -1053,9 +1055,10 @@ class BridgeRAG(ChunkedIndex):
         with self._lock:
             index = self._vectors
             if index is None or len(index) > matrix.shape[0]:
-                index = VectorIndex.build(matrix)
+                index = VectorIndex.build(matrix, workers=self.workers)
             else:
-                index = index.with_rows(matrix, np.arange(len(index), matrix.shape[0], dtype=np.int64))
+                new = np.arange(len(index), matrix.shape[0], dtype=np.int64)
+                index = index.with_rows(matrix, new, workers=self.workers)
             self._vectors = index
             return index
 

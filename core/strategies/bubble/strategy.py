@@ -980,6 +980,8 @@ class BubbleRAG(ChunkedIndex):
                     chunks.texts,
                     groups=chunks.doc_ids,
                     max_ngram=self.config.link_max_ngram,
+                    workers=self.workers,
+                    show_progress=self.show_progress,
                 )
             with timed(self.report, "embed graph"):
                 self.kg.embed_missing(self.embedder, show_progress=self.show_progress)

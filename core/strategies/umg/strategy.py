@@ -601,6 +601,8 @@ class UMGRAG(IndexLifecycle):
             texts,
             groups=doc_ids,
             max_ngram=self.config.link_max_ngram,
+            workers=self.workers,
+            show_progress=self.show_progress,
         )
         for r in rows:
             self._link_of_row[r] = len(self._link_rows)
